@@ -1,0 +1,109 @@
+// The non-template machinery behind ferry::engine (implemented in engine/async): streams, events, the
+// completion bridge, the staging pool and the ordering of submissions. engine.hpp's templates check
+// arguments through it, then hand it an operation to start.
+#pragma once
+
+#include <cuda.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <system_error>
+
+#include "ferry/detail/operation.hpp"
+#include "ferry/detail/transfer.hpp"
+
+namespace ferry {
+
+// How the engine learns that GPU work is done (see README, "Completion policies").
+enum class completion_policy {
+  poll,           // a poller thread spins on cuEventQuery while work is young, backs off, then parks
+  host_callback,  // cuLaunchHostFunc wakes the poller; the stream's status is checked after the callback
+  blocking_sync,  // the poller sleeps in cuEventSynchronize on blocking-sync events
+};
+
+struct engine_options {
+  int device = 0;                                      // the engine works in this device's primary context
+  std::size_t pool_streams = 4;                        // streams for ops given no stream
+  completion_policy policy = completion_policy::poll;
+  std::chrono::microseconds spin_window{200};          // poll: spin this long after the last activity
+  std::chrono::microseconds max_backoff{1000};         // poll: longest sleep between queries while work is pending
+  std::size_t staging_chunk_bytes = std::size_t{4} << 20;  // pageable transfers move through chunks of this size
+  std::size_t staging_chunks = 8;                      // the pool never holds more than this many chunks
+  std::size_t copy_threads = 2;                        // host threads that fill and drain staging chunks
+  // Called (on an engine thread) with the description of every failed operation: the operation, stream,
+  // device, byte range and driver status. error_codes carry the status; this carries the context.
+  std::function<void(const std::string&)> on_failure;
+};
+
+namespace detail {
+
+// A validated transfer, ready to start.
+struct prepared_transfer {
+  std::string operation;
+  std::size_t bytes = 0;
+  endpoint source{};
+  endpoint destination{};
+  bool staged = false;  // pageable host memory: moved through the staging pool
+  std::function<CUresult(CUstream)> enqueue;  // single-submission ops: puts the work on a stream
+  std::string label;
+};
+
+class engine_core {
+ public:
+  explicit engine_core(const engine_options& options);
+  engine_core(const engine_core&) = delete;
+  engine_core& operator=(const engine_core&) = delete;
+  // Waits until the GPU is done with every byte of caller and staging memory, completes what is pending,
+  // and releases the engine's streams, events and staging.
+  ~engine_core();
+
+  CUcontext context() const noexcept;
+  int device_ordinal() const noexcept;
+
+  // Argument checks (std::invalid_argument before anything is enqueued). count is in elements.
+  prepared_transfer prepare_copy(std::string_view operation, std::size_t count, std::size_t element_size,
+                                 endpoint source, endpoint destination);
+  prepared_transfer prepare_copy_2d(std::string_view operation, std::size_t width, std::size_t height,
+                                    std::size_t element_size, endpoint source, plane source_plane,
+                                    endpoint destination, plane destination_plane);
+  prepared_transfer prepare_copy_peer(std::string_view operation, std::size_t count, std::size_t element_size,
+                                      CUdeviceptr source, CUcontext source_context, CUdeviceptr destination,
+                                      CUcontext destination_context);
+  prepared_transfer prepare_fill(std::string_view operation, CUdeviceptr destination, std::size_t count,
+                                 std::size_t element_size, std::uint32_t pattern);
+  prepared_transfer prepare_prefetch(std::string_view operation, CUdeviceptr pointer, std::size_t count,
+                                     std::size_t element_size, CUmemLocation location);
+
+  // Starts a prepared transfer on `stream` (in submission order with other ops given that stream) or,
+  // without one, on a pool stream. The op completes through its completion, never inline.
+  void start(std::shared_ptr<operation> op, prepared_transfer transfer, std::optional<CUstream> stream);
+
+  // Completes `op` once every operation started before it has completed.
+  void wait_all(std::shared_ptr<operation> op);
+
+  // Makes work submitted to `then` from now on wait for work submitted to `first` so far (an event;
+  // the host does not wait). Throws cuda_error.
+  void order(CUstream first, CUstream then);
+
+  // Tells the engine an op's cancellation was requested, so that one waiting for staging gives up now.
+  void cancellation_requested(const std::shared_ptr<operation>& op);
+
+  // The sticky error that poisoned the context, if one did: later submits fail fast with it.
+  std::error_code sticky_error() const noexcept;
+
+  // CPU seconds the engine's poller thread has used (for the idle-cost benchmark).
+  double poller_cpu_seconds() const;
+
+  struct impl;  // public so that the staged-transfer state in engine_core.cc can name it
+
+ private:
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace detail
+}  // namespace ferry

@@ -1,0 +1,80 @@
+// The state every asynchronous engine operation shares with the engine: a type-erased completion, the
+// cancellation state machine, and what the op has moved so far. Owned by the engine (shared_ptr) until
+// the GPU is done with the op's memory, whatever happens to the caller's handler.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <boost/system/error_code.hpp>
+
+namespace ferry::detail {
+
+// Delivers an op's result to its handler: on the handler's associated executor, exactly once.
+// complete() may be called from any thread; abandon() destroys the handler without calling it.
+class completion {
+ public:
+  virtual ~completion() = default;
+  virtual void complete(boost::system::error_code error, std::size_t bytes) = 0;
+};
+
+class operation {
+ public:
+  // The four states of style habit 14: not_submitted -> submitted -> completed, with cancel_requested
+  // reachable from the first two. Transitions are compare-exchanges, so a cancellation racing with the
+  // GPU's completion resolves one way only.
+  enum class state : int { not_submitted, submitted, cancel_requested, completed };
+
+  operation(std::string label, std::unique_ptr<completion> done) : label_(std::move(label)), done_(std::move(done)) {}
+
+  const std::string& label() const noexcept { return label_; }
+
+  // From the handler's cancellation slot (any thread). Returns true when the request was recorded.
+  bool request_cancel() noexcept {
+    state expected = state::not_submitted;
+    if (state_.compare_exchange_strong(expected, state::cancel_requested)) return true;
+    expected = state::submitted;
+    // Work on a stream cannot be aborted: the request only changes how the op will complete.
+    return state_.compare_exchange_strong(expected, state::cancel_requested);
+  }
+  bool cancel_requested() const noexcept { return state_.load() == state::cancel_requested; }
+
+  // Marks that work of this op is on a stream (not_submitted -> submitted; cancel_requested stays).
+  void mark_submitted() noexcept {
+    state expected = state::not_submitted;
+    state_.compare_exchange_strong(expected, state::submitted);
+  }
+
+  void add_bytes(std::size_t bytes) noexcept { bytes_.fetch_add(bytes); }
+  std::size_t bytes() const noexcept { return bytes_.load(); }
+
+  // Keeps the first error an op meets (enqueue failure, stream failure).
+  void record_error(boost::system::error_code error, std::string detail) {
+    std::lock_guard lock(mutex_);
+    if (!error_) {
+      error_ = error;
+      detail_ = std::move(detail);
+    }
+  }
+  std::string error_detail() const {
+    std::lock_guard lock(mutex_);
+    return detail_;
+  }
+
+  // Completes the op once: with its first error, else operation_aborted when cancellation was requested,
+  // else success. Returns false if it had completed already.
+  bool finish();
+
+ private:
+  std::string label_;
+  std::unique_ptr<completion> done_;
+  std::atomic<state> state_{state::not_submitted};
+  std::atomic<std::size_t> bytes_{0};
+  mutable std::mutex mutex_;
+  boost::system::error_code error_;
+  std::string detail_;
+};
+
+}  // namespace ferry::detail

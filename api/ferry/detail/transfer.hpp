@@ -1,0 +1,75 @@
+// Byte-level transfers behind marshal.hpp and managed.hpp: one description of each side of a copy, so
+// that argument checks are written once. Implemented in engine/transfer.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string_view>
+
+#include "ferry/flags.hpp"
+
+namespace ferry::detail {
+
+enum class memory_kind { pageable_host, pinned_host, device };
+
+// One side of a transfer: where, what kind of memory, and the argument's name for error messages.
+struct endpoint {
+  memory_kind kind;
+  std::uintptr_t address;
+  std::string_view argument;
+};
+
+inline endpoint pinned_side(std::string_view argument, const void* address) {
+  return {memory_kind::pinned_host, reinterpret_cast<std::uintptr_t>(address), argument};
+}
+inline endpoint pageable_side(std::string_view argument, const void* address) {
+  return {memory_kind::pageable_host, reinterpret_cast<std::uintptr_t>(address), argument};
+}
+inline endpoint device_side(std::string_view argument, CUdeviceptr address) {
+  return {memory_kind::device, static_cast<std::uintptr_t>(address), argument};
+}
+
+// A 2-D array seen as rows of `pitch` elements, and the corner (x, y) of the region of interest.
+struct plane {
+  std::size_t pitch;  // the seed's "array width", in elements
+  std::size_t x;
+  std::size_t y;
+};
+
+// No stream: a synchronous copy. A stream: enqueued on it (host sides must be pinned).
+using stream_choice = std::optional<CUstream>;
+
+void copy_1d(std::string_view operation, std::size_t count, std::size_t element_size, endpoint source,
+             endpoint destination, stream_choice stream);
+
+void copy_2d(std::string_view operation, std::size_t width, std::size_t height, std::size_t element_size,
+             endpoint source, plane source_plane, endpoint destination, plane destination_plane,
+             stream_choice stream);
+
+void copy_peer(std::string_view operation, std::size_t count, std::size_t element_size, CUdeviceptr source,
+               CUcontext source_context, CUdeviceptr destination, CUcontext destination_context,
+               stream_choice stream);
+
+// The bytes of a memset value as the driver's cuMemsetD8/16/32 take them (elements of up to 4 bytes;
+// larger ones are refused by fill's checks before the pattern matters).
+template <class T>
+std::uint32_t fill_pattern(const T& value) {
+  std::uint32_t pattern = 0;
+  if constexpr (sizeof(T) <= sizeof(pattern)) std::memcpy(&pattern, &value, sizeof(T));
+  return pattern;
+}
+
+// Sets `count` elements of `element_size` (1, 2 or 4) bytes to the low bytes of `pattern`.
+void fill(std::string_view operation, CUdeviceptr destination, std::size_t count, std::size_t element_size,
+          std::uint32_t pattern, stream_choice stream);
+
+void prefetch(std::string_view operation, CUdeviceptr pointer, std::size_t count, std::size_t element_size,
+              CUmemLocation location, CUstream stream);
+void attach(std::string_view operation, CUdeviceptr pointer, std::size_t count, std::size_t element_size,
+            attach_flag flag, CUstream stream);
+
+}  // namespace ferry::detail

@@ -1,0 +1,341 @@
+// ferry::engine: asynchronous transfers that take any Boost.Asio completion token (use_awaitable,
+// deferred, use_future, a callback, as_tuple(...)). Work goes onto CUDA streams; a completion bridge
+// learns when the GPU is done and posts the handler to its associated executor.
+//
+//   asio::io_context io;
+//   ferry::engine gpu{io.get_executor()};
+//   asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+//     std::vector<float> host(1 << 24, 1.0f);
+//     auto dev = gpu.allocate<float>(host.size());
+//     co_await gpu.poke(std::span<const float>(host), dev.get(), asio::use_awaitable);
+//     co_await gpu.memset(dev.get(), host.size(), 0.0f, asio::use_awaitable);
+//     co_await gpu.peek(dev.get(), std::span<float>(host), asio::use_awaitable);
+//   }, asio::detached);
+//   io.run();
+//
+// Common to every operation below (Asio's headings):
+// - Completion signature: void(boost::system::error_code, std::size_t bytes) unless stated otherwise.
+//   CUDA statuses arrive as codes of ferry::cuda_category() (they compare equal to
+//   ferry::make_error_code(status)); a cancelled op completes with asio::error::operation_aborted.
+//   use_awaitable throws them as boost::system::system_error, as Asio does. Argument errors are
+//   std::invalid_argument, thrown by the initiating function itself, before anything is enqueued.
+//   engine_options::on_failure receives each failure with its operation, stream, device and byte range.
+// - Per-operation cancellation: terminal and partial. Work not yet on a stream is not submitted; work
+//   already on a stream cannot be aborted, so the op completes with operation_aborted only after the
+//   GPU is done with every byte of the caller's memory. Total cancellation is not supported (a
+//   submitted transfer cannot be undone).
+// - Lifetime of arguments: host memory passed by span or host_ptr, and device memory, must stay valid
+//   until the handler runs. A std::vector passed by rvalue is owned by the op and handed back in the
+//   completion (signature void(error_code, std::vector<T>)). Other rvalue containers do not compile.
+// - Which thread runs the handler: a thread running the handler's associated executor (the engine's
+//   executor when the handler has none), through asio::post; never the initiating thread inside the
+//   initiating call, never an engine thread.
+// - Ordering: ops given the same stream_ref run in submission order; ops given none run on pool streams
+//   and may overlap. order(first, then) makes later work on `then` wait for work on `first` (an event,
+//   never a host wait); wait_all completes when everything submitted before it is done.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/cancellation_type.hpp>
+
+#include <memory>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include "ferry/buffers.hpp"
+#include "ferry/context.hpp"
+#include "ferry/detail/engine_core.hpp"
+#include "ferry/detail/handler_completion.hpp"
+#include "ferry/detail/transfer.hpp"
+#include "ferry/error.hpp"
+#include "ferry/managed.hpp"
+#include "ferry/pointers.hpp"
+#include "ferry/stream.hpp"
+
+namespace ferry {
+
+using transfer_signature = void(boost::system::error_code, std::size_t);
+using status_signature = void(boost::system::error_code);
+
+class engine {
+ public:
+  using executor_type = boost::asio::any_io_executor;
+
+  // Binds the engine to `executor` (the default for handlers without one) and to the primary context of
+  // options.device. Throws std::invalid_argument for bad options, cuda_error when the device is unusable.
+  explicit engine(executor_type executor, engine_options options = {})
+      : executor_(std::move(executor)), core_(std::make_shared<detail::engine_core>(options)) {}
+
+  engine(const engine&) = delete;
+  engine& operator=(const engine&) = delete;
+  // Waits for the GPU work of every op (caller and staging memory are then free), posts their
+  // completions, and releases streams, events and staging. Handlers whose io_context is gone were
+  // destroyed with it.
+  ~engine() = default;
+
+  executor_type get_executor() const noexcept { return executor_; }
+  context_ref context() const noexcept { return context_ref(core_->context()); }
+  int device_ordinal() const noexcept { return core_->device_ordinal(); }
+
+  // Device memory in the engine's context.
+  template <storable T>
+  device_buffer<T> allocate(std::size_t count) {
+    context_guard in_engine(context());
+    return device_buffer<T>::allocate(count);
+  }
+
+  // ---- poke: host to device
+
+  // From pageable memory (staged through pinned chunks; the host threads copy, the caller's does not).
+  template <storable T, class Token>
+  auto poke(std::span<const T> source, device_ptr<T> destination, Token&& token) {
+    return start_transfer(core_->prepare_copy("engine::poke", source.size(), sizeof(T),
+                                              detail::pageable_side("source", source.data()),
+                                              detail::device_side("destination", destination.get())),
+                          std::nullopt, std::forward<Token>(token));
+  }
+  template <storable T, class Token>
+  auto poke(std::span<const T> source, device_ptr<T> destination, stream_ref stream, Token&& token) {
+    return start_transfer(core_->prepare_copy("engine::poke", source.size(), sizeof(T),
+                                              detail::pageable_side("source", source.data()),
+                                              detail::device_side("destination", destination.get())),
+                          stream.get(), std::forward<Token>(token));
+  }
+  // From page-locked memory: one DMA, no staging.
+  template <storable T, class Token>
+  auto poke(host_ptr<const T> source, std::size_t count, device_ptr<T> destination, Token&& token) {
+    return start_transfer(core_->prepare_copy("engine::poke", count, sizeof(T), detail::pinned_side("source", source.get()),
+                                              detail::device_side("destination", destination.get())),
+                          std::nullopt, std::forward<Token>(token));
+  }
+  template <storable T, class Token>
+  auto poke(host_ptr<const T> source, std::size_t count, device_ptr<T> destination, stream_ref stream, Token&& token) {
+    return start_transfer(core_->prepare_copy("engine::poke", count, sizeof(T), detail::pinned_side("source", source.get()),
+                                              detail::device_side("destination", destination.get())),
+                          stream.get(), std::forward<Token>(token));
+  }
+  // From a vector the op owns until the GPU is done with it; it comes back in the completion:
+  // void(error_code, std::vector<T>).
+  template <storable T, class Token>
+  auto poke(std::vector<T>&& source, device_ptr<T> destination, Token&& token) {
+    auto owned = std::make_shared<std::vector<T>>(std::move(source));
+    auto transfer = core_->prepare_copy("engine::poke", owned->size(), sizeof(T),
+                                        detail::pageable_side("source", owned->data()),
+                                        detail::device_side("destination", destination.get()));
+    return start_owning(std::move(transfer), std::nullopt, std::move(owned), std::forward<Token>(token));
+  }
+  template <storable T, class Token>
+  auto poke(const std::vector<T>&& source, device_ptr<T> destination, Token&& token) = delete;
+
+  // ---- peek: device to host
+
+  template <storable T, class Token>
+  auto peek(device_ptr<const T> source, std::span<std::remove_const_t<T>> destination, Token&& token) {
+    return start_transfer(core_->prepare_copy("engine::peek", destination.size(), sizeof(T),
+                                              detail::device_side("source", source.get()),
+                                              detail::pageable_side("destination", destination.data())),
+                          std::nullopt, std::forward<Token>(token));
+  }
+  template <storable T, class Token>
+  auto peek(device_ptr<const T> source, std::span<std::remove_const_t<T>> destination, stream_ref stream, Token&& token) {
+    return start_transfer(core_->prepare_copy("engine::peek", destination.size(), sizeof(T),
+                                              detail::device_side("source", source.get()),
+                                              detail::pageable_side("destination", destination.data())),
+                          stream.get(), std::forward<Token>(token));
+  }
+  template <storable T, class Token>
+  auto peek(device_ptr<const T> source, host_ptr<std::remove_const_t<T>> destination, std::size_t count, Token&& token) {
+    return start_transfer(core_->prepare_copy("engine::peek", count, sizeof(T), detail::device_side("source", source.get()),
+                                              detail::pinned_side("destination", destination.get())),
+                          std::nullopt, std::forward<Token>(token));
+  }
+  template <storable T, class Token>
+  auto peek(device_ptr<const T> source, host_ptr<std::remove_const_t<T>> destination, std::size_t count,
+            stream_ref stream, Token&& token) {
+    return start_transfer(core_->prepare_copy("engine::peek", count, sizeof(T), detail::device_side("source", source.get()),
+                                              detail::pinned_side("destination", destination.get())),
+                          stream.get(), std::forward<Token>(token));
+  }
+  // Into a new vector of `count` elements, handed over in the completion: void(error_code, std::vector<T>).
+  template <storable T, class Token>
+  auto peek(device_ptr<const T> source, std::size_t count, Token&& token) {
+    auto owned = std::make_shared<std::vector<std::remove_const_t<T>>>(count);
+    auto transfer = core_->prepare_copy("engine::peek", count, sizeof(T), detail::device_side("source", source.get()),
+                                        detail::pageable_side("destination", owned->data()));
+    return start_owning(std::move(transfer), std::nullopt, std::move(owned), std::forward<Token>(token));
+  }
+
+  // ---- copy: device to device (same context), 2-D forms, and between contexts or devices
+
+  template <storable T, class Token>
+  auto copy(device_ptr<const T> source, device_ptr<std::remove_const_t<T>> destination, std::size_t count, Token&& token) {
+    return start_transfer(core_->prepare_copy("engine::copy", count, sizeof(T), detail::device_side("source", source.get()),
+                                              detail::device_side("destination", destination.get())),
+                          std::nullopt, std::forward<Token>(token));
+  }
+  template <storable T, class Token>
+  auto copy(device_ptr<const T> source, device_ptr<std::remove_const_t<T>> destination, std::size_t count,
+            stream_ref stream, Token&& token) {
+    return start_transfer(core_->prepare_copy("engine::copy", count, sizeof(T), detail::device_side("source", source.get()),
+                                              detail::device_side("destination", destination.get())),
+                          stream.get(), std::forward<Token>(token));
+  }
+
+  // A width x height region (elements) at (x, y) of arrays whose rows are `width`s apart, as
+  // peek_array_2d. Either side may be device memory or page-locked host memory (host_ptr).
+  template <class Source, class Destination, class Token>
+  auto copy_2d(std::size_t width, std::size_t height, Source source, std::size_t source_width, std::size_t source_x,
+               std::size_t source_y, Destination destination, std::size_t destination_width, std::size_t destination_x,
+               std::size_t destination_y, stream_ref stream, Token&& token) {
+    static_assert(sizeof(typename Source::element_type) == sizeof(typename Destination::element_type));
+    return start_transfer(
+        core_->prepare_copy_2d("engine::copy_2d", width, height, sizeof(typename Source::element_type),
+                               side_of("source", source), {source_width, source_x, source_y},
+                               side_of("destination", destination), {destination_width, destination_x, destination_y}),
+        stream.get(), std::forward<Token>(token));
+  }
+
+  template <storable T, class Token>
+  auto copy_peer(device_ptr<const T> source, context_ref source_context, device_ptr<std::remove_const_t<T>> destination,
+                 context_ref destination_context, std::size_t count, Token&& token) {
+    return start_transfer(core_->prepare_copy_peer("engine::copy_peer", count, sizeof(T), source.get(), source_context.get(),
+                                                   destination.get(), destination_context.get()),
+                          std::nullopt, std::forward<Token>(token));
+  }
+  template <storable T, class Token>
+  auto copy_peer(device_ptr<const T> source, context_ref source_context, device_ptr<std::remove_const_t<T>> destination,
+                 context_ref destination_context, std::size_t count, stream_ref stream, Token&& token) {
+    return start_transfer(core_->prepare_copy_peer("engine::copy_peer", count, sizeof(T), source.get(), source_context.get(),
+                                                   destination.get(), destination_context.get()),
+                          stream.get(), std::forward<Token>(token));
+  }
+
+  // ---- memset (elements of 1, 2 or 4 bytes) and managed prefetch: void(error_code)
+
+  template <storable T, class Token>
+  auto memset(device_ptr<T> destination, std::size_t count, const T& value, Token&& token) {
+    return start_status(core_->prepare_fill("engine::memset", destination.get(), count, sizeof(T), detail::fill_pattern(value)),
+                        std::nullopt, std::forward<Token>(token));
+  }
+  template <storable T, class Token>
+  auto memset(device_ptr<T> destination, std::size_t count, const T& value, stream_ref stream, Token&& token) {
+    return start_status(core_->prepare_fill("engine::memset", destination.get(), count, sizeof(T), detail::fill_pattern(value)),
+                        stream.get(), std::forward<Token>(token));
+  }
+
+  template <storable T, class Token>
+  auto prefetch(device_ptr<T> managed, std::size_t count, memory_location location, Token&& token) {
+    return start_status(core_->prepare_prefetch("engine::prefetch", managed.get(), count, sizeof(T), location.to_driver()),
+                        std::nullopt, std::forward<Token>(token));
+  }
+  template <storable T, class Token>
+  auto prefetch(device_ptr<T> managed, std::size_t count, memory_location location, stream_ref stream, Token&& token) {
+    return start_status(core_->prepare_prefetch("engine::prefetch", managed.get(), count, sizeof(T), location.to_driver()),
+                        stream.get(), std::forward<Token>(token));
+  }
+
+  // ---- ordering
+
+  // Completes (void(error_code)) when every op submitted before it has completed. Not cancellable.
+  template <class Token>
+  auto wait_all(Token&& token) {
+    return boost::asio::async_initiate<Token, status_signature>(
+        [this](auto handler) {
+          auto op = make_operation("engine::wait_all", std::move(handler), deliver_status{});
+          core_->wait_all(std::move(op));
+        },
+        token);
+  }
+
+  // Later work on `then` waits for the work on `first` so far; the host does not wait.
+  void order(stream_ref first, stream_ref then) { core_->order(first.get(), then.get()); }
+
+  // The sticky error that poisoned the engine's context, if any: submits after it fail fast with it.
+  std::error_code sticky_error() const noexcept { return core_->sticky_error(); }
+
+  // CPU seconds used by the engine's completion poller (for measuring its idle cost).
+  double poller_cpu_seconds() const { return core_->poller_cpu_seconds(); }
+
+ private:
+  struct deliver_bytes {
+    template <class Handler>
+    void operator()(Handler&& handler, boost::system::error_code error, std::size_t bytes) {
+      std::move(handler)(error, bytes);
+    }
+  };
+  struct deliver_status {
+    template <class Handler>
+    void operator()(Handler&& handler, boost::system::error_code error, std::size_t) {
+      std::move(handler)(error);
+    }
+  };
+  template <class Vector>
+  struct deliver_vector {
+    std::shared_ptr<Vector> owned;
+    template <class Handler>
+    void operator()(Handler&& handler, boost::system::error_code error, std::size_t) {
+      std::move(handler)(error, std::move(*owned));
+    }
+  };
+
+  template <class T>
+  static detail::endpoint side_of(std::string_view argument, device_ptr<T> pointer) {
+    return detail::device_side(argument, pointer.get());
+  }
+  template <class T>
+  static detail::endpoint side_of(std::string_view argument, host_ptr<T> pointer) {
+    return detail::pinned_side(argument, pointer.get());
+  }
+
+  template <class Handler, class Deliver>
+  std::shared_ptr<detail::operation> make_operation(std::string label, Handler handler, Deliver deliver) {
+    auto slot = boost::asio::get_associated_cancellation_slot(handler);
+    auto op = std::make_shared<detail::operation>(
+        std::move(label), std::make_unique<detail::handler_completion<Handler, Deliver>>(std::move(handler), executor_,
+                                                                                         std::move(deliver)));
+    if (slot.is_connected()) {
+      slot.assign([weak_op = std::weak_ptr(op), weak_core = std::weak_ptr(core_)](boost::asio::cancellation_type type) {
+        if ((type & (boost::asio::cancellation_type::terminal | boost::asio::cancellation_type::partial)) ==
+            boost::asio::cancellation_type::none) {
+          return;
+        }
+        auto op = weak_op.lock();
+        auto core = weak_core.lock();
+        if (op && core && op->request_cancel()) core->cancellation_requested(op);
+      });
+    }
+    return op;
+  }
+
+  template <class Deliver, class Signature, class Token>
+  auto start(detail::prepared_transfer transfer, std::optional<CUstream> stream, Deliver deliver, Token&& token) {
+    return boost::asio::async_initiate<Token, Signature>(
+        [this, stream, deliver = std::move(deliver)](auto handler, detail::prepared_transfer transfer) mutable {
+          auto op = make_operation(transfer.label, std::move(handler), std::move(deliver));
+          core_->start(std::move(op), std::move(transfer), stream);
+        },
+        token, std::move(transfer));
+  }
+
+  template <class Token>
+  auto start_transfer(detail::prepared_transfer transfer, std::optional<CUstream> stream, Token&& token) {
+    return start<deliver_bytes, transfer_signature>(std::move(transfer), stream, deliver_bytes{}, std::forward<Token>(token));
+  }
+  template <class Token>
+  auto start_status(detail::prepared_transfer transfer, std::optional<CUstream> stream, Token&& token) {
+    return start<deliver_status, status_signature>(std::move(transfer), stream, deliver_status{}, std::forward<Token>(token));
+  }
+  template <class Vector, class Token>
+  auto start_owning(detail::prepared_transfer transfer, std::optional<CUstream> stream, std::shared_ptr<Vector> owned,
+                    Token&& token) {
+    return start<deliver_vector<Vector>, void(boost::system::error_code, Vector)>(
+        std::move(transfer), stream, deliver_vector<Vector>{std::move(owned)}, std::forward<Token>(token));
+  }
+
+  executor_type executor_;
+  std::shared_ptr<detail::engine_core> core_;
+};
+
+}  // namespace ferry

@@ -1,0 +1,119 @@
+#include "bench/harness/comparison.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <stdexcept>
+
+namespace ferry::bench {
+namespace {
+
+double seconds_of(const std::function<void()>& run) {
+  const auto start = std::chrono::steady_clock::now();
+  run();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+std::string json_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+double result::ferry_figure() const {
+  return bytes ? bytes / ferry_seconds / 1e9 : ferry_seconds * 1e6 / static_cast<double>(calls_per_run);
+}
+double result::raw_figure() const {
+  return bytes ? bytes / raw_seconds / 1e9 : raw_seconds * 1e6 / static_cast<double>(calls_per_run);
+}
+
+result compare(const comparison_spec& spec) {
+  for (int i = 0; i < spec.warmups; ++i) {
+    spec.ferry();
+    spec.verify();
+    spec.raw();
+    spec.verify();
+  }
+  std::vector<double> ferry_times, raw_times;
+  for (int i = 0; i < spec.trials; ++i) {
+    std::fprintf(stderr, "\r  %-36s trial %d/%d", spec.name.c_str(), i + 1, spec.trials);
+    // Alternating the order keeps a warm cache or a busy copy engine from favouring one side.
+    if (i % 2 == 0) {
+      ferry_times.push_back(seconds_of(spec.ferry));
+      spec.verify();
+      raw_times.push_back(seconds_of(spec.raw));
+      spec.verify();
+    } else {
+      raw_times.push_back(seconds_of(spec.raw));
+      spec.verify();
+      ferry_times.push_back(seconds_of(spec.ferry));
+      spec.verify();
+    }
+  }
+  std::fprintf(stderr, "\r%80s\r", "");
+  return {spec.name, spec.bytes, median(ferry_times), median(raw_times), spec.trials, spec.calls_per_run};
+}
+
+void write_report(const std::vector<result>& results, const std::string& dir, const std::string& machine,
+                  const std::string& device_description, const std::string& backend) {
+  std::ostringstream table;
+  table << "| name | bytes | ferry | raw | unit | ratio (ferry/raw) | trials |\n|---|---:|---:|---:|---|---:|---:|\n";
+  char line[512];
+  for (const result& r : results) {
+    std::snprintf(line, sizeof line, "| %s | %zu | %.3f | %.3f | %s | %.3f | %d |\n", r.name.c_str(), r.bytes,
+                  r.ferry_figure(), r.raw_figure(), r.unit().c_str(), r.ratio(), r.trials);
+    table << line;
+  }
+  std::cout << "\n" << device_description << " (backend " << backend << ")\n\n" << table.str() << std::flush;
+
+  std::filesystem::create_directories(dir);
+  std::ofstream markdown(std::filesystem::path(dir) / (machine + ".md"));
+  markdown << "# ferry benchmarks: " << machine << "\n\n" << device_description << ", backend " << backend
+           << ".\nRatio = ferry's speed over the raw driver's (same run, medians); above 1 ferry is faster.\n\n"
+           << table.str();
+
+  std::ofstream json(std::filesystem::path(dir) / (machine + ".json"));
+  json << "{\n  \"machine\": \"" << json_escape(machine) << "\",\n  \"device\": \"" << json_escape(device_description)
+       << "\",\n  \"backend\": \"" << backend << "\",\n  \"benchmarks\": [\n";
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const result& r = results[i];
+    std::snprintf(line, sizeof line,
+                  "    {\"name\": \"%s\", \"bytes\": %zu, \"ferry\": %.6g, \"raw\": %.6g, \"unit\": \"%s\", "
+                  "\"ratio\": %.4f, \"trials\": %d}%s\n",
+                  json_escape(r.name).c_str(), r.bytes, r.ferry_figure(), r.raw_figure(), r.unit().c_str(), r.ratio(),
+                  r.trials, i + 1 < results.size() ? "," : "");
+    json << line;
+  }
+  json << "  ]\n}\n";
+}
+
+options parse_options(int argc, char** argv) {
+  options parsed;
+  for (int i = 1; i < argc; ++i) {
+    std::string argument = argv[i];
+    if ((argument == "--out" || argument == "--machine") && i + 1 < argc) {
+      (argument == "--out" ? parsed.out_dir : parsed.machine) = argv[++i];
+    } else {
+      throw std::invalid_argument("unknown argument " + argument + " (expected --out DIR, --machine NAME)");
+    }
+  }
+  return parsed;
+}
+
+}  // namespace ferry::bench

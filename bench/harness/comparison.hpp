@@ -1,0 +1,55 @@
+// The benchmark harness: each figure is ferry's operation and the raw driver call that does the same
+// work, run in the same process, interleaved trial by trial after a warm-up, with the data verified after
+// every trial. Medians are reported, with the ratio ferry / raw in "higher is better" terms.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace ferry::bench {
+
+struct comparison_spec {
+  std::string name;
+  std::size_t bytes = 0;         // bytes moved per run (0: a call that moves none)
+  std::size_t calls_per_run = 1;  // runs that loop over a cheap call report the time of one call
+  int warmups = 2;
+  int trials = 7;
+  std::function<void()> ferry;   // one run of ferry's operation, complete when it returns
+  std::function<void()> raw;     // one run of the raw driver calls doing the same work
+  std::function<void()> verify;  // throws std::runtime_error when the last run's result is wrong
+};
+
+struct result {
+  std::string name;
+  std::size_t bytes;
+  double ferry_seconds;  // medians
+  double raw_seconds;
+  int trials;
+  std::size_t calls_per_run = 1;
+  // GB/s (1e9 bytes/s) when bytes > 0, else microseconds per run.
+  std::string unit() const { return bytes ? "GB/s" : "us"; }
+  double ferry_figure() const;
+  double raw_figure() const;
+  // ferry's speed over raw's (raw time / ferry time): above 1 ferry is faster.
+  double ratio() const { return raw_seconds / ferry_seconds; }
+};
+
+// Runs spec.warmups untimed rounds, then spec.trials rounds of (ferry, verify, raw, verify), alternating
+// which goes first, and returns the medians. Prints a progress line to stderr.
+result compare(const comparison_spec& spec);
+
+// Writes the results as a table (stdout and <dir>/<machine>.md) and JSON (<dir>/<machine>.json): one
+// object per benchmark with name, bytes, ferry and raw figures, unit, ratio and trials.
+void write_report(const std::vector<result>& results, const std::string& dir, const std::string& machine,
+                  const std::string& device_description, const std::string& backend);
+
+// "--out DIR" and "--machine NAME" from the command line, with defaults.
+struct options {
+  std::string out_dir = "bench/results";
+  std::string machine;  // empty: derived from the device name ("h200" for an H200, "sim" on sim)
+};
+options parse_options(int argc, char** argv);
+
+}  // namespace ferry::bench

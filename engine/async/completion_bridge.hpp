@@ -1,0 +1,85 @@
+// The completion bridge: one thread per engine that learns when GPU work is done and calls the
+// continuation registered for it. Under the poll policy it spins on cuEventQuery while work is young,
+// backs off, then parks on a condition variable (no busy core when idle); host_callback and
+// blocking_sync are the alternatives. Per stream, only the oldest pending event is queried: a stream
+// completes in order.
+#pragma once
+
+#include <cuda.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/async/event_pool.hpp"
+#include "engine/driver/driver_table.hpp"
+#include "ferry/detail/engine_core.hpp"
+
+namespace ferry::detail {
+
+class completion_bridge {
+ public:
+  // `done` runs on the bridge thread with the event's status: it must not block.
+  using continuation = std::function<void(CUresult)>;
+
+  completion_bridge(const driver_table& driver, CUcontext context, const engine_options& options);
+  completion_bridge(const completion_bridge&) = delete;
+  completion_bridge& operator=(const completion_bridge&) = delete;
+  // Waits for everything watched, then stops the thread.
+  ~completion_bridge();
+
+  // Records an event on `stream` after the work already there and calls `done` when the GPU passes it.
+  // Returns the status of the record (done is then never called).
+  CUresult watch(CUstream stream, continuation done);
+
+  // Blocks until nothing is watched.
+  void drain();
+
+  double cpu_seconds() const;
+
+ private:
+  struct entry {
+    CUevent event = nullptr;
+    CUstream stream = nullptr;
+    continuation done;
+    std::uint64_t sequence = 0;
+    std::atomic<bool> fired{false};  // host_callback: the callback after the event has run
+    bool failure_seen = false;       // host_callback: its event reported a failure, so no callback will come
+    completion_bridge* bridge = nullptr;
+  };
+  using entry_ptr = std::shared_ptr<entry>;
+
+  static void CUDA_CB host_function_fired(void* user_data);
+  void run();
+  // Returns the finished fronts (and pops them), without blocking.
+  std::vector<std::pair<entry_ptr, CUresult>> collect_finished(std::unique_lock<std::mutex>& lock);
+  void finish(std::vector<std::pair<entry_ptr, CUresult>>& finished);
+
+  const driver_table& driver_;
+  CUcontext context_;
+  engine_options options_;
+  event_pool events_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable drained_;
+  std::map<CUstream, std::deque<entry_ptr>> pending_;
+  std::size_t pending_count_ = 0;
+  std::uint64_t next_sequence_ = 0;
+  std::chrono::steady_clock::time_point last_activity_;
+  // host_callback: entries whose callback never ran (the stream failed); kept until destruction because
+  // the driver may still hold their pointer.
+  std::vector<entry_ptr> unfired_;
+  bool stopping_ = false;
+  std::atomic<std::int64_t> cpu_nanoseconds_{0};
+  std::thread thread_;
+};
+
+}  // namespace ferry::detail

@@ -1,0 +1,529 @@
+// The engine's machinery: validated transfers are submitted to streams (in order per caller stream),
+// watched by the completion bridge, and completed through their operation, which posts to the handler's
+// executor. Pageable transfers move through the staging pool chunk by chunk.
+#include "ferry/detail/engine_core.hpp"
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
+
+#include <atomic>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/async/completion_bridge.hpp"
+#include "engine/async/staging_pool.hpp"
+#include "engine/async/stream_sequencer.hpp"
+#include "engine/driver/driver_table.hpp"
+#include "engine/transfer/plans.hpp"
+#include "engine/transfer/stream_names.hpp"
+#include "ferry/detail/check.hpp"
+#include "ferry/error.hpp"
+
+namespace ferry::detail {
+namespace {
+
+thread_local CUcontext thread_context = nullptr;
+
+// Engine threads (workers, the bridge) make the engine's context current once.
+void use_context(const driver_table& driver, CUcontext context) {
+  if (thread_context != context) {
+    driver.cuCtxSetCurrent(context);
+    thread_context = context;
+  }
+}
+
+// Makes the engine's context current on a caller's thread for one submission, then restores the caller's.
+class caller_context {
+ public:
+  caller_context(const driver_table& driver, CUcontext context) : driver_(driver) {
+    CUcontext current = nullptr;
+    driver_.cuCtxGetCurrent(&current);
+    if (current != context) {
+      pushed_ = driver_.cuCtxPushCurrent(context) == CUDA_SUCCESS;
+    }
+  }
+  ~caller_context() {
+    if (pushed_) {
+      CUcontext popped = nullptr;
+      driver_.cuCtxPopCurrent(&popped);
+    }
+  }
+
+ private:
+  const driver_table& driver_;
+  bool pushed_ = false;
+};
+
+}  // namespace
+
+struct engine_core::impl {
+  impl(const engine_options& options);
+  ~impl();
+
+  // Operation bookkeeping for wait_all: the sequence numbers of ops not yet completed.
+  std::uint64_t admit();
+  void retire(std::uint64_t sequence);
+  void complete(const std::shared_ptr<operation>& op, std::uint64_t sequence);
+
+  void fail(const std::shared_ptr<operation>& op, CUresult status, const std::string& where);
+  std::string where(const prepared_transfer& transfer, CUstream stream) const;
+
+  void run_single(std::shared_ptr<operation> op, std::uint64_t sequence, std::shared_ptr<prepared_transfer> transfer,
+                  CUstream stream, bool sequenced);
+  void run_staged(std::shared_ptr<operation> op, std::uint64_t sequence, std::shared_ptr<prepared_transfer> transfer,
+                  CUstream stream, bool sequenced);
+  void post_work(std::function<void()> work);
+
+  const driver_table& driver;
+  engine_options options;
+  int ordinal;
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  std::vector<CUstream> pool;
+  std::atomic<std::size_t> next_pool_stream{0};
+  std::atomic<int> sticky{CUDA_SUCCESS};
+
+  std::unique_ptr<completion_bridge> bridge;
+  std::unique_ptr<staging_pool> staging;
+  boost::asio::thread_pool workers;
+  stream_sequencer sequencer;
+
+  std::mutex live_mutex;
+  std::condition_variable live_changed;
+  std::uint64_t next_sequence = 0;
+  std::set<std::uint64_t> live;
+  std::multimap<std::uint64_t, std::shared_ptr<operation>> waiters;  // wait_all ops by sequence
+};
+
+engine_core::impl::impl(const engine_options& opts)
+    : driver(detail::driver()),
+      options(opts),
+      ordinal(opts.device),
+      workers(opts.copy_threads == 0 ? 1 : opts.copy_threads),
+      sequencer([this](stream_sequencer::submitter next) { post_work(std::move(next)); }) {
+  int count = 0;
+  check(driver.cuDeviceGetCount(&count), "cuDeviceGetCount");
+  if (ordinal < 0 || ordinal >= count) {
+    throw_invalid_argument("engine", "device " + std::to_string(ordinal) + " is not in [0, " + std::to_string(count) + ")");
+  }
+  if (options.pool_streams == 0) throw_invalid_argument("engine", "pool_streams is 0; the engine needs at least one");
+  if (options.staging_chunk_bytes == 0 || options.staging_chunks == 0) {
+    throw_invalid_argument("engine", "staging_chunk_bytes and staging_chunks must be positive");
+  }
+  check(driver.cuDeviceGet(&device, ordinal), "cuDeviceGet");
+  check(driver.cuDevicePrimaryCtxRetain(&context, device), "cuDevicePrimaryCtxRetain", "device " + std::to_string(ordinal));
+  caller_context in_engine(driver, context);
+  for (std::size_t i = 0; i < options.pool_streams; ++i) {
+    CUstream stream = nullptr;
+    if (CUresult status = driver.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING); status != CUDA_SUCCESS) {
+      for (CUstream created : pool) driver.cuStreamDestroy(created);
+      driver.cuDevicePrimaryCtxRelease(device);
+      throw_cuda_error(status, "cuStreamCreate", "engine stream pool", std::source_location::current());
+    }
+    pool.push_back(stream);
+  }
+  bridge = std::make_unique<completion_bridge>(driver, context, options);
+  staging = std::make_unique<staging_pool>(driver, options.staging_chunk_bytes, options.staging_chunks);
+}
+
+engine_core::impl::~impl() {
+  // Every op ends: GPU work completes (or fails, sticky errors included), and staged ops stop
+  // submitting once the bridge reports their chunks.
+  {
+    std::unique_lock lock(live_mutex);
+    live_changed.wait(lock, [&] { return live.empty(); });
+  }
+  bridge.reset();
+  workers.join();
+  staging.reset();
+  caller_context in_engine(driver, context);
+  for (CUstream stream : pool) driver.cuStreamDestroy(stream);
+  driver.cuDevicePrimaryCtxRelease(device);
+}
+
+void engine_core::impl::post_work(std::function<void()> work) {
+  boost::asio::post(workers, [this, work = std::move(work)] {
+    use_context(driver, context);
+    work();
+  });
+}
+
+std::uint64_t engine_core::impl::admit() {
+  std::lock_guard lock(live_mutex);
+  const std::uint64_t sequence = next_sequence++;
+  live.insert(sequence);
+  return sequence;
+}
+
+void engine_core::impl::retire(std::uint64_t sequence) {
+  std::vector<std::shared_ptr<operation>> ready;
+  {
+    std::lock_guard lock(live_mutex);
+    live.erase(sequence);
+    const std::uint64_t oldest_live = live.empty() ? next_sequence : *live.begin();
+    // A wait_all admitted as sequence s is satisfied when nothing older than s is live.
+    for (auto it = waiters.begin(); it != waiters.end() && it->first <= oldest_live;) {
+      ready.push_back(std::move(it->second));
+      it = waiters.erase(it);
+    }
+  }
+  live_changed.notify_all();
+  for (auto& op : ready) op->finish();
+}
+
+void engine_core::impl::complete(const std::shared_ptr<operation>& op, std::uint64_t sequence) {
+  if (op->finish()) retire(sequence);
+}
+
+std::string engine_core::impl::where(const prepared_transfer& transfer, CUstream stream) const {
+  return transfer.label + " on stream " + hex(stream) + " of device " + std::to_string(ordinal);
+}
+
+void engine_core::impl::fail(const std::shared_ptr<operation>& op, CUresult status, const std::string& detail) {
+  if (is_sticky(status)) {
+    int expected = CUDA_SUCCESS;
+    sticky.compare_exchange_strong(expected, status);
+  }
+  const char* name = nullptr;
+  driver.cuGetErrorName(status, &name);
+  std::string message = detail + ": " + (name ? name : std::to_string(static_cast<int>(status)));
+  op->record_error(boost::system::error_code(make_error_code(status)), message);
+  if (options.on_failure) options.on_failure(message);
+}
+
+void engine_core::impl::run_single(std::shared_ptr<operation> op, std::uint64_t sequence,
+                                   std::shared_ptr<prepared_transfer> transfer, CUstream stream, bool sequenced) {
+  auto finished_submitting = [&] {
+    if (sequenced) sequencer.done(stream);
+  };
+  if (op->cancel_requested()) {  // never reached the stream: nothing to wait for
+    finished_submitting();
+    complete(op, sequence);
+    return;
+  }
+  if (int status = sticky.load(); status != CUDA_SUCCESS) {
+    fail(op, static_cast<CUresult>(status), where(*transfer, stream) + " (not submitted: the context failed earlier)");
+    finished_submitting();
+    complete(op, sequence);
+    return;
+  }
+  CUresult status = transfer->bytes == 0 ? CUDA_SUCCESS : transfer->enqueue(stream);
+  if (status != CUDA_SUCCESS) {
+    fail(op, status, where(*transfer, stream) + " (enqueue)");
+    finished_submitting();
+    complete(op, sequence);
+    return;
+  }
+  op->mark_submitted();
+  const std::size_t bytes = transfer->bytes;
+  status = bridge->watch(stream, [this, op, sequence, transfer, stream, bytes](CUresult result) {
+    if (result == CUDA_SUCCESS) {
+      op->add_bytes(bytes);
+    } else {
+      fail(op, result, where(*transfer, stream));
+    }
+    complete(op, sequence);
+  });
+  finished_submitting();
+  if (status != CUDA_SUCCESS) {
+    // The work is on the stream but cannot be watched: wait for it here rather than lose track of the
+    // caller's memory.
+    CUresult drained = driver.cuStreamSynchronize(stream);
+    fail(op, status, where(*transfer, stream) + " (cuEventRecord)");
+    if (drained == CUDA_SUCCESS) op->add_bytes(bytes);
+    complete(op, sequence);
+  }
+}
+
+// A pageable transfer: chunk k+1 is leased and filled while the copy engine moves chunk k. Cancellation
+// is checked before each chunk; chunks already on the stream finish, and the op reports the bytes moved.
+struct staged_state : std::enable_shared_from_this<staged_state> {
+  engine_core::impl* engine;
+  std::shared_ptr<operation> op;
+  std::uint64_t sequence;
+  std::shared_ptr<prepared_transfer> transfer;
+  CUstream stream;
+  bool sequenced;
+  bool to_device;
+  std::size_t next_offset = 0;          // touched only by the thread submitting the next chunk
+  std::atomic<std::size_t> in_flight{0};
+  std::atomic<bool> all_submitted{false};
+
+  void maybe_finish() {
+    if (all_submitted.load() && in_flight.load() == 0) engine->complete(op, sequence);
+  }
+
+  void stop_submitting() {
+    if (sequenced) engine->sequencer.done(stream);
+    all_submitted = true;
+    maybe_finish();
+  }
+
+  // Leases the next chunk (or stops). Runs on the thread that finished the previous step.
+  void next() {
+    if (next_offset >= transfer->bytes || op->cancel_requested() || engine->sticky.load() != CUDA_SUCCESS) {
+      if (int status = engine->sticky.load(); status != CUDA_SUCCESS && next_offset < transfer->bytes) {
+        engine->fail(op, static_cast<CUresult>(status),
+                     engine->where(*transfer, stream) + " (not submitted: the context failed earlier)");
+      }
+      stop_submitting();
+      return;
+    }
+    try {
+      engine->staging->lease(op, [self = shared_from_this()](staging_pool::chunk chunk) {
+        if (chunk == nullptr) {  // cancelled while waiting for a chunk
+          self->stop_submitting();
+          return;
+        }
+        self->engine->post_work([self, chunk] { self->submit(chunk); });
+      });
+    } catch (const std::exception&) {
+      engine->fail(op, CUDA_ERROR_OUT_OF_MEMORY, engine->where(*transfer, stream) + " (staging pool allocation)");
+      stop_submitting();
+    }
+  }
+
+  void submit(staging_pool::chunk chunk) {
+    if (op->cancel_requested()) {
+      engine->staging->release(chunk);
+      stop_submitting();
+      return;
+    }
+    const std::size_t offset = next_offset;
+    const std::size_t length = std::min(engine->staging->chunk_bytes(), transfer->bytes - offset);
+    CUresult status;
+    if (to_device) {
+      std::memcpy(chunk, reinterpret_cast<const std::byte*>(transfer->source.address) + offset, length);
+      status = engine->driver.cuMemcpyHtoDAsync(transfer->destination.address + offset, chunk, length, stream);
+    } else {
+      status = engine->driver.cuMemcpyDtoHAsync(chunk, transfer->source.address + offset, length, stream);
+    }
+    if (status != CUDA_SUCCESS) {
+      engine->staging->release(chunk);
+      engine->fail(op, status, engine->where(*transfer, stream) + " (enqueue of chunk at offset " + std::to_string(offset) + ")");
+      stop_submitting();
+      return;
+    }
+    op->mark_submitted();
+    next_offset = offset + length;
+    ++in_flight;
+    status = engine->bridge->watch(stream, [self = shared_from_this(), chunk, offset, length](CUresult result) {
+      self->chunk_done(chunk, offset, length, result);
+    });
+    if (status != CUDA_SUCCESS) {
+      CUresult drained = engine->driver.cuStreamSynchronize(stream);
+      chunk_done(chunk, offset, length, drained == CUDA_SUCCESS ? status : drained);
+      stop_submitting();
+      return;
+    }
+    next();
+  }
+
+  // On the bridge thread: the GPU is done with the chunk.
+  void chunk_done(staging_pool::chunk chunk, std::size_t offset, std::size_t length, CUresult result) {
+    if (result != CUDA_SUCCESS) {
+      engine->fail(op, result, engine->where(*transfer, stream) + " (chunk at offset " + std::to_string(offset) + ")");
+      engine->staging->release(chunk);
+      --in_flight;
+      maybe_finish();
+      return;
+    }
+    if (to_device) {
+      op->add_bytes(length);
+      engine->staging->release(chunk);
+      --in_flight;
+      maybe_finish();
+      return;
+    }
+    // Copying out is host work: not on the bridge thread.
+    engine->post_work([self = shared_from_this(), chunk, offset, length] {
+      std::memcpy(reinterpret_cast<std::byte*>(self->transfer->destination.address) + offset, chunk, length);
+      self->op->add_bytes(length);
+      self->engine->staging->release(chunk);
+      --self->in_flight;
+      self->maybe_finish();
+    });
+  }
+};
+
+void engine_core::impl::run_staged(std::shared_ptr<operation> op, std::uint64_t sequence,
+                                   std::shared_ptr<prepared_transfer> transfer, CUstream stream, bool sequenced) {
+  auto state = std::make_shared<staged_state>();
+  state->engine = this;
+  state->op = std::move(op);
+  state->sequence = sequence;
+  state->transfer = std::move(transfer);
+  state->stream = stream;
+  state->sequenced = sequenced;
+  state->to_device = state->transfer->source.kind == memory_kind::pageable_host;
+  state->next();
+}
+
+engine_core::engine_core(const engine_options& options) : impl_(std::make_unique<impl>(options)) {}
+
+engine_core::~engine_core() = default;
+
+CUcontext engine_core::context() const noexcept { return impl_->context; }
+
+int engine_core::device_ordinal() const noexcept { return impl_->ordinal; }
+
+namespace {
+
+std::string transfer_label(std::string_view operation, std::size_t bytes, std::uintptr_t from, std::uintptr_t to) {
+  return std::string(operation) + ": " + std::to_string(bytes) + " bytes [" + hex(from) + " -> " + hex(to) + ")";
+}
+
+}  // namespace
+
+prepared_transfer engine_core::prepare_copy(std::string_view operation, std::size_t count, std::size_t element_size,
+                                            endpoint source, endpoint destination) {
+  caller_context in_engine(impl_->driver, impl_->context);
+  const plan_1d plan = plan_copy_1d(operation, count, element_size, source, destination);
+  prepared_transfer transfer;
+  transfer.operation = operation;
+  transfer.bytes = plan.bytes;
+  transfer.source = source;
+  transfer.destination = destination;
+  transfer.staged = source.kind == memory_kind::pageable_host || destination.kind == memory_kind::pageable_host;
+  transfer.label = transfer_label(operation, plan.bytes, source.address, destination.address);
+  if (!transfer.staged) {
+    transfer.enqueue = [plan, source, destination](CUstream stream) {
+      const char* call = nullptr;
+      return enqueue_copy_1d(plan, source, destination, stream, call);
+    };
+  }
+  return transfer;
+}
+
+prepared_transfer engine_core::prepare_copy_2d(std::string_view operation, std::size_t width, std::size_t height,
+                                               std::size_t element_size, endpoint source, plane source_plane,
+                                               endpoint destination, plane destination_plane) {
+  caller_context in_engine(impl_->driver, impl_->context);
+  const CUDA_MEMCPY2D copy =
+      plan_copy_2d(operation, width, height, element_size, source, source_plane, destination, destination_plane);
+  prepared_transfer transfer;
+  transfer.operation = operation;
+  transfer.bytes = copy.WidthInBytes * copy.Height;
+  transfer.source = source;
+  transfer.destination = destination;
+  transfer.label = transfer_label(operation, transfer.bytes, source.address, destination.address) + " (" +
+                   std::to_string(width) + " x " + std::to_string(height) + " elements)";
+  const auto& driver = impl_->driver;
+  transfer.enqueue = [&driver, copy](CUstream stream) { return driver.cuMemcpy2DAsync(&copy, stream); };
+  return transfer;
+}
+
+prepared_transfer engine_core::prepare_copy_peer(std::string_view operation, std::size_t count, std::size_t element_size,
+                                                 CUdeviceptr source, CUcontext source_context, CUdeviceptr destination,
+                                                 CUcontext destination_context) {
+  caller_context in_engine(impl_->driver, impl_->context);
+  const std::size_t bytes =
+      plan_copy_peer(operation, count, element_size, source, source_context, destination, destination_context);
+  prepared_transfer transfer;
+  transfer.operation = operation;
+  transfer.bytes = bytes;
+  transfer.source = device_side("source", source);
+  transfer.destination = device_side("destination", destination);
+  transfer.label = transfer_label(operation, bytes, source, destination) + " (context " + hex(source_context) +
+                   " to context " + hex(destination_context) + ")";
+  const auto& driver = impl_->driver;
+  transfer.enqueue = [&driver, source, source_context, destination, destination_context, bytes](CUstream stream) {
+    return driver.cuMemcpyPeerAsync(destination, destination_context, source, source_context, bytes, stream);
+  };
+  return transfer;
+}
+
+prepared_transfer engine_core::prepare_fill(std::string_view operation, CUdeviceptr destination, std::size_t count,
+                                            std::size_t element_size, std::uint32_t pattern) {
+  caller_context in_engine(impl_->driver, impl_->context);
+  const std::size_t bytes = plan_fill(operation, destination, count, element_size);
+  prepared_transfer transfer;
+  transfer.operation = operation;
+  transfer.bytes = bytes;
+  transfer.destination = device_side("destination", destination);
+  transfer.label = std::string(operation) + ": " + std::to_string(count) + " elements of " +
+                   std::to_string(element_size) + " bytes at " + hex(destination);
+  transfer.enqueue = [destination, count, element_size, pattern](CUstream stream) {
+    const char* call = nullptr;
+    return enqueue_fill(destination, count, element_size, pattern, stream, call);
+  };
+  return transfer;
+}
+
+prepared_transfer engine_core::prepare_prefetch(std::string_view operation, CUdeviceptr pointer, std::size_t count,
+                                                std::size_t element_size, CUmemLocation location) {
+  caller_context in_engine(impl_->driver, impl_->context);
+  const std::size_t bytes = plan_prefetch(operation, pointer, count, element_size, location);
+  prepared_transfer transfer;
+  transfer.operation = operation;
+  transfer.bytes = bytes;
+  transfer.destination = device_side("pointer", pointer);
+  transfer.label = std::string(operation) + ": " + std::to_string(bytes) + " bytes at " + hex(pointer) + " to " +
+                   (location.type == CU_MEM_LOCATION_TYPE_HOST ? std::string("the host")
+                                                               : "device " + std::to_string(location.id));
+  const auto& driver = impl_->driver;
+  transfer.enqueue = [&driver, pointer, bytes, location](CUstream stream) {
+    return driver.cuMemPrefetchAsync(pointer, bytes, location, 0, stream);
+  };
+  return transfer;
+}
+
+void engine_core::start(std::shared_ptr<operation> op, prepared_transfer prepared, std::optional<CUstream> stream) {
+  impl& engine = *impl_;
+  const std::uint64_t sequence = engine.admit();
+  auto transfer = std::make_shared<prepared_transfer>(std::move(prepared));
+  const bool sequenced = stream.has_value();
+  const CUstream target =
+      stream ? *stream : engine.pool[engine.next_pool_stream.fetch_add(1) % engine.pool.size()];
+  const bool staged = transfer->staged;
+  auto submit = [&engine, op, sequence, transfer, target, sequenced, staged] {
+    caller_context in_engine(engine.driver, engine.context);
+    if (staged) {
+      engine.run_staged(op, sequence, transfer, target, sequenced);
+    } else {
+      engine.run_single(op, sequence, transfer, target, sequenced);
+    }
+  };
+  if (sequenced) {
+    engine.sequencer.submit(target, std::move(submit));
+  } else {
+    submit();
+  }
+}
+
+void engine_core::wait_all(std::shared_ptr<operation> op) {
+  impl& engine = *impl_;
+  bool ready = false;
+  {
+    std::lock_guard lock(engine.live_mutex);
+    const std::uint64_t sequence = engine.next_sequence;
+    ready = engine.live.empty() || *engine.live.begin() >= sequence;
+    if (!ready) engine.waiters.emplace(sequence, op);
+  }
+  if (ready) op->finish();
+}
+
+void engine_core::order(CUstream first, CUstream then) {
+  impl& engine = *impl_;
+  caller_context in_engine(engine.driver, engine.context);
+  CUevent event = nullptr;
+  check(engine.driver.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate", "engine::order");
+  CUresult status = engine.driver.cuEventRecord(event, first);
+  if (status == CUDA_SUCCESS) status = engine.driver.cuStreamWaitEvent(then, event, 0);
+  // Destroying a recorded event is safe: the wait keeps what it needs.
+  engine.driver.cuEventDestroy(event);
+  check(status, "cuStreamWaitEvent", "engine::order: stream " + hex(then) + " after stream " + hex(first));
+}
+
+void engine_core::cancellation_requested(const std::shared_ptr<operation>&) { impl_->staging->wake_cancelled(); }
+
+std::error_code engine_core::sticky_error() const noexcept {
+  const int status = impl_->sticky.load();
+  return status == CUDA_SUCCESS ? std::error_code() : make_error_code(static_cast<CUresult>(status));
+}
+
+double engine_core::poller_cpu_seconds() const { return impl_->bridge->cpu_seconds(); }
+
+}  // namespace ferry::detail

@@ -1,0 +1,66 @@
+// The cuda backend: libcuda.so.1 is opened at run time and every entry point is resolved through
+// cuGetProcAddress, so ferry binaries start (and fall back to sim) on machines without a driver.
+#include <dlfcn.h>
+
+#include <string>
+
+#include "engine/driver/driver_table.hpp"
+
+namespace ferry::detail {
+namespace {
+
+using get_proc_address_fn = CUresult (*)(const char*, void**, int, cuuint64_t,
+                                         CUdriverProcAddressQueryResult*);
+
+// Fills `table` or says which step failed. The library handle is never closed: the table lives for the
+// whole process, and unloading the driver at exit would race with other static destructors.
+bool load(driver_table& table, std::string& why_not) {
+  void* library = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) {
+    const char* error = ::dlerror();
+    why_not = std::string("cannot load libcuda.so.1: ") + (error ? error : "unknown dlopen error");
+    return false;
+  }
+  auto get_proc_address =
+      reinterpret_cast<get_proc_address_fn>(::dlsym(library, "cuGetProcAddress_v2"));
+  if (get_proc_address == nullptr) {
+    why_not = "libcuda.so.1 has no cuGetProcAddress_v2 (the driver is older than CUDA 12.0)";
+    return false;
+  }
+  bool complete = true;
+  auto resolve = [&](const char* symbol, void** slot) {
+    CUdriverProcAddressQueryResult found{};
+    CUresult status = get_proc_address(symbol, slot, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &found);
+    if (status != CUDA_SUCCESS || found != CU_GET_PROC_ADDRESS_SUCCESS || *slot == nullptr) {
+      if (complete) {
+        why_not = std::string("the driver lacks ") + symbol + " (as of CUDA " +
+                  std::to_string(CUDA_VERSION / 1000) + "." + std::to_string(CUDA_VERSION % 1000 / 10) +
+                  "): update the NVIDIA driver";
+      }
+      complete = false;
+    }
+  };
+#define FERRY_RESOLVE_ENTRY(name) resolve(#name, reinterpret_cast<void**>(&table.name));
+  FERRY_DRIVER_ENTRY_POINTS(FERRY_RESOLVE_ENTRY)
+#undef FERRY_RESOLVE_ENTRY
+  return complete;
+}
+
+}  // namespace
+
+const driver_table* cuda_table(std::string* why_not) {
+  struct loaded {
+    driver_table table;
+    std::string why_not;
+    bool ok = false;
+  };
+  static const loaded instance = [] {
+    loaded result;
+    result.ok = load(result.table, result.why_not);
+    return result;
+  }();
+  if (!instance.ok && why_not != nullptr) *why_not = instance.why_not;
+  return instance.ok ? &instance.table : nullptr;
+}
+
+}  // namespace ferry::detail

@@ -1,0 +1,96 @@
+// cuMemcpyBatchAsync: many pointer-to-pointer copies (host or device, told apart by address as with
+// UVA) that run as one stream operation. Sources marked CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL are
+// read before the call returns, as the driver promises for them.
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "engine/driver/sim/api.hpp"
+#include "engine/driver/sim/copy_engine.hpp"
+#include "engine/driver/sim/memory_registry.hpp"
+#include "engine/driver/sim/status.hpp"
+#include "engine/driver/sim/streams.hpp"
+
+namespace ferry::sim::detail {
+namespace {
+
+struct batch_entry {
+  resolved destination;
+  resolved source;
+  std::size_t bytes = 0;
+  // The source bytes as they were during the call, for DURING_API_CALL sources.
+  std::shared_ptr<const std::vector<std::byte>> snapshot;
+};
+
+struct batch {
+  std::vector<batch_entry> entries;
+  std::size_t total = 0;
+
+  void operator()() const {
+    const auto start = std::chrono::steady_clock::now();
+    for (const batch_entry& e : entries) {
+      const std::byte* from = e.snapshot ? e.snapshot->data() : e.source.host;
+      std::memmove(e.destination.host, from, e.bytes);
+    }
+    pace(total, start);
+  }
+};
+
+bool valid_attributes(const CUmemcpyAttributes& a) {
+  const bool order_known = a.srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_STREAM ||
+                           a.srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL ||
+                           a.srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_ANY;
+  return order_known && (a.flags & ~static_cast<unsigned>(CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE)) == 0;
+}
+
+// attrsIdxs must start at 0, increase, and stay below count.
+bool valid_attribute_indices(const std::size_t* indices, std::size_t attributes, std::size_t count) {
+  if (attributes == 0 || attributes > count || indices[0] != 0) return false;
+  for (std::size_t i = 1; i < attributes; ++i) {
+    if (indices[i] <= indices[i - 1]) return false;
+  }
+  return indices[attributes - 1] < count;
+}
+
+}  // namespace
+}  // namespace ferry::sim::detail
+
+namespace ferry::sim::api {
+
+using namespace ferry::sim::detail;
+
+CUresult cuMemcpyBatchAsync(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
+                            CUmemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs, CUstream hStream) {
+  if (count == 0 || dsts == nullptr || srcs == nullptr || sizes == nullptr || attrs == nullptr ||
+      attrsIdxs == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  // The legacy stream is refused by the driver for batches.
+  if (hStream == nullptr || hStream == CU_STREAM_LEGACY) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<stream> s;
+  FERRY_SIM_TRY(stream_for_memory_call(hStream, s));
+  if (!valid_attribute_indices(attrsIdxs, numAttrs, count)) return CUDA_ERROR_INVALID_VALUE;
+  for (std::size_t i = 0; i < numAttrs; ++i) {
+    if (!valid_attributes(attrs[i])) return CUDA_ERROR_INVALID_VALUE;
+  }
+  batch work;
+  work.entries.reserve(count);
+  std::size_t attribute = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    while (attribute + 1 < numAttrs && attrsIdxs[attribute + 1] <= i) ++attribute;
+    if (sizes[i] == 0) continue;
+    batch_entry& e = work.entries.emplace_back();
+    e.bytes = sizes[i];
+    FERRY_SIM_TRY(resolve_unified(dsts[i], sizes[i], e.destination));
+    FERRY_SIM_TRY(resolve_unified(srcs[i], sizes[i], e.source));
+    if (attrs[attribute].srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL) {
+      e.snapshot = std::make_shared<const std::vector<std::byte>>(e.source.host, e.source.host + e.bytes);
+    }
+    work.total += sizes[i];
+  }
+  if (work.entries.empty()) return CUDA_SUCCESS;
+  return enqueue(*s, {std::move(work)});
+}
+
+}  // namespace ferry::sim::api

@@ -1,0 +1,71 @@
+// The stream entry points: creation and destruction, synchronization, cross-stream waits on events,
+// and host functions.
+#include <memory>
+
+#include "engine/driver/sim/api.hpp"
+#include "engine/driver/sim/contexts.hpp"
+#include "engine/driver/sim/events.hpp"
+#include "engine/driver/sim/status.hpp"
+#include "engine/driver/sim/streams.hpp"
+
+namespace ferry::sim::api {
+
+using namespace ferry::sim::detail;
+
+CUresult cuStreamCreate(CUstream* phStream, unsigned int Flags) {
+  context* ctx = nullptr;
+  FERRY_SIM_TRY(current_context(ctx));
+  if (phStream == nullptr || (Flags != CU_STREAM_DEFAULT && Flags != CU_STREAM_NON_BLOCKING)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const auto type = Flags == CU_STREAM_NON_BLOCKING ? stream::kind::non_blocking : stream::kind::blocking;
+  *phStream = create_user_stream(*ctx, type)->handle();
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamDestroy(CUstream hStream) {
+  std::shared_ptr<stream> s;
+  FERRY_SIM_TRY(resolve_stream(hStream, s));
+  FERRY_SIM_TRY(destroy_user_stream(hStream));
+  return s->owner().sticky();
+}
+
+CUresult cuStreamSynchronize(CUstream hStream) {
+  std::shared_ptr<stream> s;
+  FERRY_SIM_TRY(resolve_stream(hStream, s));
+  if (s->type() == stream::kind::legacy) return drain_legacy_order(s->owner());
+  s->wait(s->submitted());
+  return s->owner().sticky();
+}
+
+CUresult cuStreamQuery(CUstream hStream) {
+  std::shared_ptr<stream> s;
+  FERRY_SIM_TRY(resolve_stream(hStream, s));
+  FERRY_SIM_TRY(s->owner().sticky());
+  return s->reached(s->submitted()) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
+  std::shared_ptr<stream> s;
+  std::shared_ptr<event> e;
+  FERRY_SIM_TRY(resolve_stream(hStream, s));
+  FERRY_SIM_TRY(find_event(hEvent, e));
+  if (Flags != CU_EVENT_WAIT_DEFAULT) return CUDA_ERROR_INVALID_VALUE;
+  FERRY_SIM_TRY(s->owner().sticky());
+  std::shared_ptr<record_point> point = e->last();
+  // Waiting on nothing, or on a point already passed, orders nothing.
+  if (point == nullptr || point->reached()) return CUDA_SUCCESS;
+  context& waiter = s->owner();
+  return enqueue(*s, {[point, &waiter] { point->wait(waiter); }});
+}
+
+CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void* userData) {
+  std::shared_ptr<stream> s;
+  if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  FERRY_SIM_TRY(resolve_stream(hStream, s));
+  FERRY_SIM_TRY(s->owner().sticky());
+  // Like the driver, a host function is not called once the context has failed: the worker skips it.
+  return enqueue(*s, {[fn, userData] { fn(userData); }});
+}
+
+}  // namespace ferry::sim::api

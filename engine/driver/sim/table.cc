@@ -1,0 +1,58 @@
+// ferry::detail::sim_table(): every entry point of FERRY_DRIVER_ENTRY_POINTS, filled with the sim's
+// implementation of the same name and type. Each call first consults fail_call, then (for all but the
+// calls the driver answers before cuInit) refuses to run before cuInit.
+#include <algorithm>
+#include <cstddef>
+#include <string_view>
+
+#include "engine/driver/driver_table.hpp"
+#include "engine/driver/sim/api.hpp"
+#include "engine/driver/sim/faults.hpp"
+#include "engine/driver/sim/runtime.hpp"
+
+namespace ferry::sim::detail {
+namespace {
+
+// An entry point's unversioned name as a template argument.
+template <std::size_t N>
+struct entry_name {
+  constexpr entry_name(const char (&text)[N]) { std::copy_n(text, N, chars); }
+  constexpr std::string_view view() const { return {chars, N - 1}; }
+  char chars[N]{};
+};
+
+constexpr bool answers_before_init(std::string_view name) {
+  return name == "cuInit" || name == "cuDriverGetVersion" || name == "cuGetErrorName" || name == "cuGetErrorString";
+}
+
+template <entry_name Name, auto Implementation>
+struct guarded;
+
+template <entry_name Name, class... Args, CUresult (*Implementation)(Args...)>
+struct guarded<Name, Implementation> {
+  static CUresult call(Args... args) {
+    if (std::optional<CUresult> injected = injected_failure(Name.view())) return *injected;
+    if (!answers_before_init(Name.view()) && !initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+    return Implementation(args...);
+  }
+};
+
+ferry::detail::driver_table make_table() {
+  ferry::detail::driver_table table;
+#define FERRY_SIM_FILL_ENTRY(name) table.name = &guarded<#name, &ferry::sim::api::name>::call;
+  FERRY_DRIVER_ENTRY_POINTS(FERRY_SIM_FILL_ENTRY)
+#undef FERRY_SIM_FILL_ENTRY
+  return table;
+}
+
+}  // namespace
+}  // namespace ferry::sim::detail
+
+namespace ferry::detail {
+
+const driver_table& sim_table() {
+  static const driver_table table = ferry::sim::detail::make_table();
+  return table;
+}
+
+}  // namespace ferry::detail

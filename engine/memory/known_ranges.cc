@@ -1,0 +1,75 @@
+#include "engine/memory/known_ranges.hpp"
+
+#include <string>
+
+#include "engine/driver/driver_table.hpp"
+#include "ferry/detail/check.hpp"
+
+namespace ferry::detail {
+namespace {
+
+std::string_view kind_name(memory_kind kind) {
+  switch (kind) {
+    case memory_kind::device: return "device memory";
+    case memory_kind::pinned_host: return "page-locked host memory";
+    case memory_kind::pageable_host: return "host memory";
+  }
+  return "memory";
+}
+
+std::string_view how_to_get(memory_kind kind) {
+  return kind == memory_kind::device ? "allocate it with malloc_array, malloc_managed_array or a device_buffer"
+                                     : "allocate it with malloc_host_array or a pinned_buffer, or register it";
+}
+
+}  // namespace
+
+std::optional<known_range> range_known_to_driver(std::uintptr_t address) noexcept {
+  const auto& driver = detail::driver();
+  CUdeviceptr base = 0;
+  std::size_t size = 0;
+  // Pointer attributes cover every kind the driver tracks (device, managed, pinned, registered) under
+  // unified addressing; cuMemGetAddressRange is the fallback for device memory.
+  if (driver.cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, address) == CUDA_SUCCESS &&
+      driver.cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, address) == CUDA_SUCCESS && size != 0) {
+    return known_range{static_cast<std::uintptr_t>(base), size};
+  }
+  if (driver.cuMemGetAddressRange(&base, &size, static_cast<CUdeviceptr>(address)) == CUDA_SUCCESS) {
+    return known_range{static_cast<std::uintptr_t>(base), size};
+  }
+  return std::nullopt;
+}
+
+void check_side(std::string_view operation, const endpoint& side, std::size_t offset, std::size_t bytes) {
+  const std::string argument(side.argument);
+  if (side.address == 0) throw_invalid_argument(operation, argument + " is a null pointer");
+  if (side.kind == memory_kind::pageable_host || bytes == 0) return;
+  const std::optional<known_range> range = range_known_to_driver(side.address);
+  if (!range) {
+    throw_invalid_argument(operation, argument + " " + hex(side.address) + " is not " +
+                                          std::string(kind_name(side.kind)) + " the driver knows (" +
+                                          std::string(how_to_get(side.kind)) + "; freed memory is unknown too)");
+  }
+  const std::uintptr_t begin = side.address + offset;
+  const std::uintptr_t end_of_allocation = range->base + range->size;
+  if (begin < range->base || begin > end_of_allocation || bytes > end_of_allocation - begin) {
+    const std::uintptr_t end = begin + bytes;
+    throw_invalid_argument(operation, argument + " range [" + hex(begin) + ", " + hex(end) + ") of " +
+                                          std::to_string(bytes) + " bytes runs " +
+                                          std::to_string(end > end_of_allocation ? end - end_of_allocation : 0) +
+                                          " bytes past the end of its allocation [" + hex(range->base) + ", " +
+                                          hex(end_of_allocation) + ") of " + std::to_string(range->size) +
+                                          " bytes");
+  }
+}
+
+void check_disjoint(std::string_view operation, std::uintptr_t a, std::uintptr_t b, std::size_t bytes) {
+  if (bytes == 0) return;
+  if (a < b + bytes && b < a + bytes) {
+    throw_invalid_argument(operation, "source [" + hex(a) + ", " + hex(a + bytes) + ") and destination [" + hex(b) +
+                                          ", " + hex(b + bytes) + ") overlap (" + std::to_string(bytes) +
+                                          " bytes each); the copied areas may not overlap");
+  }
+}
+
+}  // namespace ferry::detail

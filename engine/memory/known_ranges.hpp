@@ -1,0 +1,30 @@
+// What the driver knows about an address: the allocation (device, managed, pinned or registered) that
+// holds it. Argument checks use it to reject unknown pointers and ranges that run past an allocation.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "ferry/detail/transfer.hpp"
+
+namespace ferry::detail {
+
+struct known_range {
+  std::uintptr_t base;
+  std::size_t size;
+};
+
+// The allocation holding `address`, or nullopt when the driver knows no such memory.
+std::optional<known_range> range_known_to_driver(std::uintptr_t address) noexcept;
+
+// Throws std::invalid_argument unless side.address is non-null, and, for device and pinned memory, unless
+// [address + offset, address + offset + bytes) lies inside one allocation the driver knows.
+// Pageable host memory cannot be checked beyond null.
+void check_side(std::string_view operation, const endpoint& side, std::size_t offset, std::size_t bytes);
+
+// Throws std::invalid_argument when [a, a + bytes) and [b, b + bytes) overlap.
+void check_disjoint(std::string_view operation, std::uintptr_t a, std::uintptr_t b, std::size_t bytes);
+
+}  // namespace ferry::detail

@@ -1,0 +1,57 @@
+#include "engine/driver/driver_table.hpp"
+#include "engine/memory/known_ranges.hpp"
+#include "engine/transfer/plans.hpp"
+#include "engine/transfer/stream_names.hpp"
+#include "ferry/detail/check.hpp"
+#include "ferry/detail/transfer.hpp"
+
+namespace ferry::detail {
+
+plan_1d plan_copy_1d(std::string_view operation, std::size_t count, std::size_t element_size, const endpoint& source,
+                     const endpoint& destination) {
+  const std::size_t bytes = byte_size(operation, "count", count, element_size);
+  check_side(operation, source, 0, bytes);
+  check_side(operation, destination, 0, bytes);
+  const bool from_host = source.kind != memory_kind::device;
+  const bool to_host = destination.kind != memory_kind::device;
+  if (from_host && to_host) {
+    throw_invalid_argument(operation, "source and destination are both host memory; ferry copies to or from a device");
+  }
+  if (!from_host && !to_host) check_disjoint(operation, source.address, destination.address, bytes);
+  return {bytes, from_host ? direction::host_to_device : to_host ? direction::device_to_host : direction::device_to_device};
+}
+
+CUresult enqueue_copy_1d(const plan_1d& plan, const endpoint& source, const endpoint& destination,
+                         stream_choice stream, const char*& call) {
+  const auto& driver = detail::driver();
+  switch (plan.way) {
+    case direction::host_to_device:
+      call = stream ? "cuMemcpyHtoDAsync" : "cuMemcpyHtoD";
+      return stream ? driver.cuMemcpyHtoDAsync(destination.address, reinterpret_cast<const void*>(source.address),
+                                               plan.bytes, *stream)
+                    : driver.cuMemcpyHtoD(destination.address, reinterpret_cast<const void*>(source.address), plan.bytes);
+    case direction::device_to_host:
+      call = stream ? "cuMemcpyDtoHAsync" : "cuMemcpyDtoH";
+      return stream ? driver.cuMemcpyDtoHAsync(reinterpret_cast<void*>(destination.address), source.address,
+                                               plan.bytes, *stream)
+                    : driver.cuMemcpyDtoH(reinterpret_cast<void*>(destination.address), source.address, plan.bytes);
+    case direction::device_to_device:
+      call = stream ? "cuMemcpyDtoDAsync" : "cuMemcpyDtoD";
+      return stream ? driver.cuMemcpyDtoDAsync(destination.address, source.address, plan.bytes, *stream)
+                    : driver.cuMemcpyDtoD(destination.address, source.address, plan.bytes);
+  }
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+void copy_1d(std::string_view operation, std::size_t count, std::size_t element_size, endpoint source,
+             endpoint destination, stream_choice stream) {
+  const plan_1d plan = plan_copy_1d(operation, count, element_size, source, destination);
+  if (plan.bytes == 0) return;
+  const char* call = nullptr;
+  if (CUresult status = enqueue_copy_1d(plan, source, destination, stream, call); status != CUDA_SUCCESS) {
+    throw_cuda_error(status, call, describe_transfer(operation, plan.bytes, source.address, destination.address, stream),
+                     std::source_location::current());
+  }
+}
+
+}  // namespace ferry::detail

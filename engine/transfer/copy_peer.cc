@@ -1,0 +1,41 @@
+#include <string>
+
+#include "engine/driver/driver_table.hpp"
+#include "engine/memory/known_ranges.hpp"
+#include "engine/transfer/plans.hpp"
+#include "engine/transfer/stream_names.hpp"
+#include "ferry/detail/check.hpp"
+#include "ferry/detail/transfer.hpp"
+
+namespace ferry::detail {
+
+std::size_t plan_copy_peer(std::string_view operation, std::size_t count, std::size_t element_size, CUdeviceptr source,
+                           CUcontext source_context, CUdeviceptr destination, CUcontext destination_context) {
+  const std::size_t bytes = byte_size(operation, "count", count, element_size);
+  if (source_context == nullptr) throw_invalid_argument(operation, "source_context is a null context");
+  if (destination_context == nullptr) throw_invalid_argument(operation, "destination_context is a null context");
+  check_side(operation, device_side("source", source), 0, bytes);
+  check_side(operation, device_side("destination", destination), 0, bytes);
+  check_disjoint(operation, source, destination, bytes);
+  return bytes;
+}
+
+void copy_peer(std::string_view operation, std::size_t count, std::size_t element_size, CUdeviceptr source,
+               CUcontext source_context, CUdeviceptr destination, CUcontext destination_context,
+               stream_choice stream) {
+  const std::size_t bytes =
+      plan_copy_peer(operation, count, element_size, source, source_context, destination, destination_context);
+  if (bytes == 0) return;
+  const auto& driver = detail::driver();
+  CUresult status = stream ? driver.cuMemcpyPeerAsync(destination, destination_context, source, source_context, bytes,
+                                                      *stream)
+                           : driver.cuMemcpyPeer(destination, destination_context, source, source_context, bytes);
+  if (status != CUDA_SUCCESS) {
+    throw_cuda_error(status, stream ? "cuMemcpyPeerAsync" : "cuMemcpyPeer",
+                     describe_transfer(operation, bytes, source, destination, stream) + " (context " +
+                         hex(source_context) + " to context " + hex(destination_context) + ")",
+                     std::source_location::current());
+  }
+}
+
+}  // namespace ferry::detail

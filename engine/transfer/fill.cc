@@ -1,0 +1,58 @@
+#include <string>
+
+#include "engine/driver/driver_table.hpp"
+#include "engine/memory/known_ranges.hpp"
+#include "engine/transfer/plans.hpp"
+#include "engine/transfer/stream_names.hpp"
+#include "ferry/detail/check.hpp"
+#include "ferry/detail/transfer.hpp"
+
+namespace ferry::detail {
+
+std::size_t plan_fill(std::string_view operation, CUdeviceptr destination, std::size_t count, std::size_t element_size) {
+  if (element_size != 1 && element_size != 2 && element_size != 4) {
+    throw_invalid_argument(operation, "element size " + std::to_string(element_size) +
+                                          " bytes is not supported (memset sets elements of 1, 2 or 4 bytes)");
+  }
+  const std::size_t bytes = byte_size(operation, "count", count, element_size);
+  if (destination % element_size != 0) {
+    throw_invalid_argument(operation, "destination " + hex(destination) + " is not aligned to its element size of " +
+                                          std::to_string(element_size) + " bytes");
+  }
+  check_side(operation, device_side("destination", destination), 0, bytes);
+  return bytes;
+}
+
+CUresult enqueue_fill(CUdeviceptr destination, std::size_t count, std::size_t element_size, std::uint32_t pattern,
+                      stream_choice stream, const char*& call) {
+  const auto& driver = detail::driver();
+  switch (element_size) {
+    case 1:
+      call = stream ? "cuMemsetD8Async" : "cuMemsetD8";
+      return stream ? driver.cuMemsetD8Async(destination, static_cast<unsigned char>(pattern), count, *stream)
+                    : driver.cuMemsetD8(destination, static_cast<unsigned char>(pattern), count);
+    case 2:
+      call = stream ? "cuMemsetD16Async" : "cuMemsetD16";
+      return stream ? driver.cuMemsetD16Async(destination, static_cast<unsigned short>(pattern), count, *stream)
+                    : driver.cuMemsetD16(destination, static_cast<unsigned short>(pattern), count);
+    default:
+      call = stream ? "cuMemsetD32Async" : "cuMemsetD32";
+      return stream ? driver.cuMemsetD32Async(destination, pattern, count, *stream)
+                    : driver.cuMemsetD32(destination, pattern, count);
+  }
+}
+
+void fill(std::string_view operation, CUdeviceptr destination, std::size_t count, std::size_t element_size,
+          std::uint32_t pattern, stream_choice stream) {
+  const std::size_t bytes = plan_fill(operation, destination, count, element_size);
+  if (bytes == 0) return;
+  const char* call = nullptr;
+  if (CUresult status = enqueue_fill(destination, count, element_size, pattern, stream, call); status != CUDA_SUCCESS) {
+    throw_cuda_error(status, call,
+                     std::string(operation) + ": " + std::to_string(count) + " elements of " +
+                         std::to_string(element_size) + " bytes at " + hex(destination) + " " + describe_stream(stream),
+                     std::source_location::current());
+  }
+}
+
+}  // namespace ferry::detail

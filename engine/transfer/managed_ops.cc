@@ -1,0 +1,79 @@
+#include <string>
+
+#include "engine/driver/driver_table.hpp"
+#include "engine/memory/known_ranges.hpp"
+#include "engine/transfer/plans.hpp"
+#include "engine/transfer/stream_names.hpp"
+#include "ferry/detail/check.hpp"
+#include "ferry/detail/transfer.hpp"
+
+namespace ferry::detail {
+namespace {
+
+void check_managed(std::string_view operation, CUdeviceptr pointer, std::size_t bytes) {
+  check_side(operation, device_side("pointer", pointer), 0, bytes);
+  unsigned int managed = 0;
+  if (driver().cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, pointer) != CUDA_SUCCESS || !managed) {
+    throw_invalid_argument(operation, "pointer " + hex(pointer) +
+                                          " is not managed memory (allocate it with malloc_managed_array)");
+  }
+}
+
+}  // namespace
+
+std::size_t plan_prefetch(std::string_view operation, CUdeviceptr pointer, std::size_t count, std::size_t element_size,
+                          const CUmemLocation& location) {
+  const std::size_t bytes = byte_size(operation, "count", count, element_size);
+  check_managed(operation, pointer, bytes);
+  if (location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+    int devices = 0;
+    check(driver().cuDeviceGetCount(&devices), "cuDeviceGetCount");
+    if (location.id < 0 || location.id >= devices) {
+      throw_invalid_argument(operation, "location names device " + std::to_string(location.id) + ", but " +
+                                            std::to_string(devices) + " device(s) are present");
+    }
+  } else if (location.type != CU_MEM_LOCATION_TYPE_HOST) {
+    throw_invalid_argument(operation, "location type " + std::to_string(static_cast<int>(location.type)) +
+                                          " is neither a device nor the host");
+  }
+  return bytes;
+}
+
+void prefetch(std::string_view operation, CUdeviceptr pointer, std::size_t count, std::size_t element_size,
+              CUmemLocation location, CUstream stream) {
+  const std::size_t bytes = plan_prefetch(operation, pointer, count, element_size, location);
+  if (bytes == 0) return;
+  CUresult status = driver().cuMemPrefetchAsync(pointer, bytes, location, 0, stream);
+  if (status != CUDA_SUCCESS) {
+    throw_cuda_error(status, "cuMemPrefetchAsync",
+                     std::string(operation) + ": " + std::to_string(bytes) + " bytes at " + hex(pointer) + " to " +
+                         (location.type == CU_MEM_LOCATION_TYPE_HOST ? std::string("the host")
+                                                                     : "device " + std::to_string(location.id)) +
+                         " " + describe_stream(stream),
+                     std::source_location::current());
+  }
+}
+
+std::size_t plan_attach(std::string_view operation, CUdeviceptr pointer, std::size_t count, std::size_t element_size,
+                        attach_flag flag) {
+  const std::size_t bytes = byte_size(operation, "count", count, element_size);
+  check_managed(operation, pointer, bytes);
+  if (flag != attach_flag::global && flag != attach_flag::host && flag != attach_flag::single) {
+    throw_invalid_argument(operation, "attach flag " + to_string(flag) + " is not one of global, host, single");
+  }
+  return bytes;
+}
+
+void attach(std::string_view operation, CUdeviceptr pointer, std::size_t count, std::size_t element_size,
+            attach_flag flag, CUstream stream) {
+  const std::size_t bytes = plan_attach(operation, pointer, count, element_size, flag);
+  CUresult status = driver().cuStreamAttachMemAsync(stream, pointer, bytes, to_driver(flag));
+  if (status != CUDA_SUCCESS) {
+    throw_cuda_error(status, "cuStreamAttachMemAsync",
+                     std::string(operation) + ": " + std::to_string(bytes) + " bytes at " + hex(pointer) + " (" +
+                         to_string(flag) + ") " + describe_stream(stream),
+                     std::source_location::current());
+  }
+}
+
+}  // namespace ferry::detail

@@ -1,0 +1,45 @@
+// Each transfer in two steps, shared by the synchronous Marshal calls and the async engine: plan_*
+// checks the arguments (std::invalid_argument, before anything is enqueued) and works out what to ask of
+// the driver; enqueue_* asks it.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "ferry/detail/transfer.hpp"
+
+namespace ferry::detail {
+
+enum class direction { host_to_device, device_to_host, device_to_device };
+
+struct plan_1d {
+  std::size_t bytes;
+  direction way;
+};
+plan_1d plan_copy_1d(std::string_view operation, std::size_t count, std::size_t element_size, const endpoint& source,
+                     const endpoint& destination);
+// stream: nullopt = the synchronous call. Sets `call` to the driver entry point's name.
+CUresult enqueue_copy_1d(const plan_1d& plan, const endpoint& source, const endpoint& destination,
+                         stream_choice stream, const char*& call);
+
+// The descriptor for cuMemcpy2D[Async]; WidthInBytes or Height is 0 when there is nothing to copy.
+CUDA_MEMCPY2D plan_copy_2d(std::string_view operation, std::size_t width, std::size_t height, std::size_t element_size,
+                           const endpoint& source, const plane& source_plane, const endpoint& destination,
+                           const plane& destination_plane);
+
+std::size_t plan_copy_peer(std::string_view operation, std::size_t count, std::size_t element_size, CUdeviceptr source,
+                           CUcontext source_context, CUdeviceptr destination, CUcontext destination_context);
+
+std::size_t plan_fill(std::string_view operation, CUdeviceptr destination, std::size_t count, std::size_t element_size);
+CUresult enqueue_fill(CUdeviceptr destination, std::size_t count, std::size_t element_size, std::uint32_t pattern,
+                      stream_choice stream, const char*& call);
+
+std::size_t plan_prefetch(std::string_view operation, CUdeviceptr pointer, std::size_t count, std::size_t element_size,
+                          const CUmemLocation& location);
+std::size_t plan_attach(std::string_view operation, CUdeviceptr pointer, std::size_t count, std::size_t element_size,
+                        attach_flag flag);
+
+}  // namespace ferry::detail

@@ -1,0 +1,2 @@
+// ferry/context.hpp compiles on its own: it is the first thing included.
+#include "ferry/context.hpp"

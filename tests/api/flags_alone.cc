@@ -1,0 +1,2 @@
+// ferry/flags.hpp compiles on its own: it is the first thing included.
+#include "ferry/flags.hpp"

@@ -1,0 +1,2 @@
+// ferry/managed.hpp compiles on its own: it is the first thing included.
+#include "ferry/managed.hpp"

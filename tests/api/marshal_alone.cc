@@ -1,0 +1,2 @@
+// ferry/marshal.hpp compiles on its own: it is the first thing included.
+#include "ferry/marshal.hpp"

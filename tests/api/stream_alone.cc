@@ -1,0 +1,2 @@
+// ferry/stream.hpp compiles on its own: it is the first thing included.
+#include "ferry/stream.hpp"
