@@ -127,7 +127,18 @@ class engine {
     return start_owning(std::move(transfer), std::nullopt, std::move(owned), std::forward<Token>(token));
   }
   template <storable T, class Token>
+  auto poke(std::vector<T>&& source, device_ptr<T> destination, stream_ref stream, Token&& token) {
+    auto owned = std::make_shared<std::vector<T>>(std::move(source));
+    auto transfer = core_->prepare_copy("engine::poke", owned->size(), sizeof(T),
+                                        detail::pageable_side("source", owned->data()),
+                                        detail::device_side("destination", destination.get()));
+    return start_owning(std::move(transfer), stream.get(), std::move(owned), std::forward<Token>(token));
+  }
+  // A const temporary cannot be handed back: rejected at compile time rather than left dangling.
+  template <storable T, class Token>
   auto poke(const std::vector<T>&& source, device_ptr<T> destination, Token&& token) = delete;
+  template <storable T, class Token>
+  auto poke(const std::vector<T>&& source, device_ptr<T> destination, stream_ref stream, Token&& token) = delete;
 
   // ---- peek: device to host
 
@@ -249,7 +260,8 @@ class engine {
         token);
   }
 
-  // Later work on `then` waits for the work on `first` so far; the host does not wait.
+  // Later work on `then` waits for the work on `first` so far (staged transfers included); the host
+  // does not wait. A failure of the driver calls behind it goes to engine_options::on_failure.
   void order(stream_ref first, stream_ref then) { core_->order(first.get(), then.get()); }
 
   // The sticky error that poisoned the engine's context, if any: submits after it fail fast with it.

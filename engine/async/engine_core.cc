@@ -137,8 +137,8 @@ engine_core::impl::~impl() {
   }
   bridge.reset();
   workers.join();
-  staging.reset();
   caller_context in_engine(driver, context);
+  staging.reset();
   for (CUstream stream : pool) driver.cuStreamDestroy(stream);
   driver.cuDevicePrimaryCtxRelease(device);
 }
@@ -506,15 +506,32 @@ void engine_core::wait_all(std::shared_ptr<operation> op) {
 }
 
 void engine_core::order(CUstream first, CUstream then) {
+  if (first == then) return;  // one stream is in order already
   impl& engine = *impl_;
-  caller_context in_engine(engine.driver, engine.context);
-  CUevent event = nullptr;
-  check(engine.driver.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate", "engine::order");
-  CUresult status = engine.driver.cuEventRecord(event, first);
-  if (status == CUDA_SUCCESS) status = engine.driver.cuStreamWaitEvent(then, event, 0);
-  // Destroying a recorded event is safe: the wait keeps what it needs.
-  engine.driver.cuEventDestroy(event);
-  check(status, "cuStreamWaitEvent", "engine::order: stream " + hex(then) + " after stream " + hex(first));
+  // Holds `then`'s submission queue, then waits for `first`'s: the event is recorded after everything
+  // submitted to `first` so far (staged transfers included), and the wait is on `then` before anything
+  // submitted to it later.
+  engine.sequencer.submit(then, [&engine, first, then] {
+    engine.sequencer.submit(first, [&engine, first, then] {
+      caller_context in_engine(engine.driver, engine.context);
+      CUevent event = nullptr;
+      CUresult status = engine.driver.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING);
+      if (status == CUDA_SUCCESS) {
+        status = engine.driver.cuEventRecord(event, first);
+        if (status == CUDA_SUCCESS) status = engine.driver.cuStreamWaitEvent(then, event, 0);
+        // Destroying a recorded event is safe: the wait keeps what it needs.
+        engine.driver.cuEventDestroy(event);
+      }
+      if (status != CUDA_SUCCESS && engine.options.on_failure) {
+        const char* name = nullptr;
+        engine.driver.cuGetErrorName(status, &name);
+        engine.options.on_failure("engine::order: stream " + hex(then) + " after stream " + hex(first) + ": " +
+                                  (name ? name : std::to_string(static_cast<int>(status))));
+      }
+      engine.sequencer.done(first);
+      engine.sequencer.done(then);
+    });
+  });
 }
 
 void engine_core::cancellation_requested(const std::shared_ptr<operation>&) { impl_->staging->wake_cancelled(); }

@@ -22,6 +22,27 @@ std::string describe_request(std::string_view operation, std::size_t count, std:
          " bytes";
 }
 
+// Frees run in destructors on any thread, often one with no current context (an io_context thread):
+// the driver then refuses with CUDA_ERROR_INVALID_CONTEXT, so the call is made again in the context
+// that owns the memory.
+template <class Call>
+CUresult in_owner_context(std::uintptr_t address, Call call) {
+  CUresult status = call();
+  if (status != CUDA_ERROR_INVALID_CONTEXT) return status;
+  const auto& table = driver();
+  CUcontext owner = nullptr;
+  if (table.cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, address) != CUDA_SUCCESS || owner == nullptr) {
+    return status;
+  }
+  if (table.cuCtxPushCurrent(owner) != CUDA_SUCCESS) return status;
+  status = call();
+  CUcontext popped = nullptr;
+  table.cuCtxPopCurrent(&popped);
+  return status;
+}
+
+std::uintptr_t address_of(const void* pointer) { return reinterpret_cast<std::uintptr_t>(pointer); }
+
 }  // namespace
 
 void* malloc_host(std::string_view operation, std::size_t count, std::size_t element_size, alloc_flags flags) {
@@ -40,7 +61,7 @@ void* malloc_host(std::string_view operation, std::size_t count, std::size_t ele
 
 void free_host(std::string_view operation, void* pointer) {
   if (pointer == nullptr) throw_invalid_argument(operation, "pointer is a null pointer");
-  CUresult status = driver().cuMemFreeHost(pointer);
+  CUresult status = in_owner_context(address_of(pointer), [&] { return driver().cuMemFreeHost(pointer); });
   if (status == CUDA_ERROR_INVALID_VALUE) {
     throw_invalid_argument(operation, "pointer " + hex(pointer) +
                                           " is not page-locked memory from malloc_host_array (already freed?)");
@@ -48,7 +69,9 @@ void free_host(std::string_view operation, void* pointer) {
   check(status, "cuMemFreeHost", hex(pointer));
 }
 
-void free_host_nothrow(void* pointer) noexcept { driver().cuMemFreeHost(pointer); }
+void free_host_nothrow(void* pointer) noexcept {
+  in_owner_context(address_of(pointer), [&] { return driver().cuMemFreeHost(pointer); });
+}
 
 void* register_host(std::string_view operation, void* pointer, std::size_t count, std::size_t element_size,
                     register_flags flags) {
@@ -71,7 +94,7 @@ void* register_host(std::string_view operation, void* pointer, std::size_t count
 
 void unregister_host(std::string_view operation, void* pointer) {
   if (pointer == nullptr) throw_invalid_argument(operation, "pointer is a null pointer");
-  CUresult status = driver().cuMemHostUnregister(pointer);
+  CUresult status = in_owner_context(address_of(pointer), [&] { return driver().cuMemHostUnregister(pointer); });
   if (status == CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED) {
     throw_invalid_argument(operation, "pointer " + hex(pointer) +
                                           " is not the start of a registered range (never registered, or already "
@@ -80,7 +103,9 @@ void unregister_host(std::string_view operation, void* pointer) {
   check(status, "cuMemHostUnregister", hex(pointer));
 }
 
-void unregister_host_nothrow(void* pointer) noexcept { driver().cuMemHostUnregister(pointer); }
+void unregister_host_nothrow(void* pointer) noexcept {
+  in_owner_context(address_of(pointer), [&] { return driver().cuMemHostUnregister(pointer); });
+}
 
 CUdeviceptr malloc_device(std::string_view operation, std::size_t count, std::size_t element_size) {
   const std::size_t bytes = allocation_bytes(operation, count, element_size);
@@ -123,9 +148,11 @@ void free_device(std::string_view operation, CUdeviceptr pointer) {
     throw_invalid_argument(operation, "pointer " + hex(pointer) + " points inside the allocation that starts at " +
                                           hex(base) + "; free takes the start of an allocation");
   }
-  check(driver().cuMemFree(pointer), "cuMemFree", hex(pointer));
+  check(in_owner_context(pointer, [&] { return driver().cuMemFree(pointer); }), "cuMemFree", hex(pointer));
 }
 
-void free_device_nothrow(CUdeviceptr pointer) noexcept { driver().cuMemFree(pointer); }
+void free_device_nothrow(CUdeviceptr pointer) noexcept {
+  in_owner_context(pointer, [&] { return driver().cuMemFree(pointer); });
+}
 
 }  // namespace ferry::detail

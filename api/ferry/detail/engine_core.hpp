@@ -87,7 +87,7 @@ class engine_core {
   void wait_all(std::shared_ptr<operation> op);
 
   // Makes work submitted to `then` from now on wait for work submitted to `first` so far (an event;
-  // the host does not wait). Throws cuda_error.
+  // the host does not wait). A failure to record or wait is reported to options.on_failure.
   void order(CUstream first, CUstream then);
 
   // Tells the engine an op's cancellation was requested, so that one waiting for staging gives up now.

@@ -50,7 +50,8 @@ CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
   std::shared_ptr<event> e;
   FERRY_SIM_TRY(resolve_stream(hStream, s));
   FERRY_SIM_TRY(find_event(hEvent, e));
-  if (Flags != CU_EVENT_WAIT_DEFAULT) return CUDA_ERROR_INVALID_VALUE;
+  // CU_EVENT_WAIT_EXTERNAL only matters to stream capture, which the sim does not do.
+  if ((Flags & ~static_cast<unsigned>(CU_EVENT_WAIT_EXTERNAL)) != 0) return CUDA_ERROR_INVALID_VALUE;
   FERRY_SIM_TRY(s->owner().sticky());
   std::shared_ptr<record_point> point = e->last();
   // Waiting on nothing, or on a point already passed, orders nothing.

@@ -1,0 +1,48 @@
+// 10,000 coroutines on a multi-threaded io_context, each doing poke -> copy -> peek round trips on its
+// own buffers, every byte verified.
+#include "ferry/engine.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "tests/support/device_fixture.hpp"
+#include "tests/support/random_bytes.hpp"
+
+namespace asio = boost::asio;
+using namespace ferry;
+
+BOOST_FIXTURE_TEST_SUITE(concurrency, ferry::testing::device_fixture)
+
+BOOST_AUTO_TEST_CASE(ten_thousand_coroutines_round_trip_their_own_buffers) {
+  constexpr int coroutines = 10000;
+  asio::io_context io(4);
+  engine gpu{io.get_executor()};
+  std::atomic<int> verified{0}, failed{0};
+  for (int i = 0; i < coroutines; ++i) {
+    asio::co_spawn(io, [&, i]() -> asio::awaitable<void> {
+      const std::size_t count = 64 + (i * 7919) % 4000;
+      auto values = ferry::testing::random_vector<std::uint8_t>(count, 600 + i);
+      auto a = gpu.allocate<std::uint8_t>(count);
+      auto b = gpu.allocate<std::uint8_t>(count);
+      co_await gpu.poke(std::span<const std::uint8_t>(values), a.get(), asio::use_awaitable);
+      co_await gpu.copy(device_ptr<const std::uint8_t>(a.get()), b.get(), count, asio::use_awaitable);
+      std::vector<std::uint8_t> back(count, 0xA5);
+      co_await gpu.peek(device_ptr<const std::uint8_t>(b.get()), std::span<std::uint8_t>(back), asio::use_awaitable);
+      ++(back == values ? verified : failed);
+    }, [&](std::exception_ptr error) { if (error) ++failed; });
+  }
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) threads.emplace_back([&] { io.run(); });
+  for (auto& thread : threads) thread.join();
+  BOOST_TEST(verified.load() == coroutines);
+  BOOST_TEST(failed.load() == 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

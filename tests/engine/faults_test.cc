@@ -1,0 +1,116 @@
+// Injected faults (sim): a copy that fails, an out-of-memory, a sticky error with 100 ops pending.
+// Each op's error is its own, arrives as an error_code of ferry::cuda_category(), and nothing hangs.
+#include "ferry/engine.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/driver/sim/control.hpp"
+#include "ferry/marshal.hpp"
+#include "tests/support/device_fixture.hpp"
+#include "tests/support/io_helpers.hpp"
+#include "tests/support/random_bytes.hpp"
+#include "tests/support/stream_gate.hpp"
+
+namespace asio = boost::asio;
+using namespace ferry;
+using ferry::testing::random_vector;
+
+namespace {
+
+struct engine_fixture : ferry::testing::device_fixture {
+  engine_fixture() {
+    options.on_failure = [this](const std::string& message) {
+      std::lock_guard lock(mutex);
+      failures.push_back(message);
+    };
+    options.staging_chunk_bytes = 64 << 10;
+    options.staging_chunks = 2;
+    gpu = std::make_unique<engine>(io.get_executor(), options);
+  }
+  ~engine_fixture() { gpu.reset(); }
+  asio::io_context io;
+  engine_options options;
+  std::mutex mutex;
+  std::vector<std::string> failures;
+  std::unique_ptr<engine> gpu;
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(injected_faults, engine_fixture, *ferry::testing::only_on_sim())
+
+BOOST_AUTO_TEST_CASE(a_failed_enqueue_completes_that_op_with_its_status_and_the_next_op_succeeds) {
+  const std::size_t count = 4096;
+  auto values = random_vector<std::uint32_t>(count, 501);
+  pinned_buffer<std::uint32_t> pinned = pinned_buffer<std::uint32_t>::allocate(count);
+  std::copy(values.begin(), values.end(), pinned.data());
+  auto destination = gpu->allocate<std::uint32_t>(count);
+  sim::fail_call("cuMemcpyHtoDAsync", 1, CUDA_ERROR_INVALID_VALUE);
+  auto failed = gpu->poke(host_ptr<const std::uint32_t>(pinned.get()), count, destination.get(), asio::use_future);
+  BOOST_CHECK_EXCEPTION(failed.get(), boost::system::system_error, [](const boost::system::system_error& error) {
+    return error.code() == make_error_code(CUDA_ERROR_INVALID_VALUE);
+  });
+  {
+    std::lock_guard lock(mutex);
+    BOOST_REQUIRE(failures.size() == 1u);
+    BOOST_TEST(failures[0].find("engine::poke: 16384 bytes") != std::string::npos, failures[0]);
+    BOOST_TEST(failures[0].find("of device 0 (enqueue): CUDA_ERROR_INVALID_VALUE") != std::string::npos, failures[0]);
+  }
+  BOOST_TEST(gpu->poke(host_ptr<const std::uint32_t>(pinned.get()), count, destination.get(), asio::use_future).get() ==
+             count * 4);
+  BOOST_TEST(peek_list_array(count, destination.get()) == values);
+}
+
+BOOST_AUTO_TEST_CASE(out_of_memory_for_staging_completes_the_op_with_out_of_memory) {
+  std::vector<std::uint32_t> values = random_vector<std::uint32_t>(1 << 16, 502);
+  auto destination = gpu->allocate<std::uint32_t>(values.size());
+  sim::out_of_memory_after(0);
+  auto failed = gpu->poke(std::span<const std::uint32_t>(values), destination.get(), asio::use_future);
+  BOOST_CHECK_EXCEPTION(failed.get(), boost::system::system_error, [](const boost::system::system_error& error) {
+    return error.code() == make_error_code(CUDA_ERROR_OUT_OF_MEMORY);
+  });
+  sim::reset_faults();
+  BOOST_TEST(gpu->poke(std::span<const std::uint32_t>(values), destination.get(), asio::use_future).get() ==
+             values.size() * 4);
+  BOOST_TEST(peek_list_array(values.size(), destination.get()) == values);
+}
+
+BOOST_AUTO_TEST_CASE(a_sticky_error_reaches_all_pending_ops_and_later_submits_fail_fast) {
+  const std::size_t count = 1024;
+  auto destination = gpu->allocate<std::uint32_t>(count * 100);
+  stream first = stream::create();
+  stream second = stream::create();
+  ferry::testing::stream_gate gate_first(first);
+  ferry::testing::stream_gate gate_second(second);
+  int completed = 0, sticky = 0;
+  for (int i = 0; i < 100; ++i) {
+    gpu->memset(destination.get() + i * count, count, std::uint32_t(i), i % 2 ? first : second, [&](auto error) {
+      ++completed;
+      if (error == make_error_code(CUDA_ERROR_ILLEGAL_ADDRESS)) ++sticky;
+    });
+  }
+  sim::fail_stream(first.get(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  gate_first.open();
+  // The failure poisons the context while the second stream's 50 ops are still held back.
+  BOOST_TEST(ferry::testing::run_until(io, [&] { return completed == 50; }, std::chrono::seconds(10)));
+  gate_second.open();
+  BOOST_TEST(ferry::testing::run_until(io, [&] { return completed == 100; }, std::chrono::seconds(10)));
+  BOOST_TEST(sticky == 100);
+  BOOST_TEST(gpu->sticky_error() == make_error_code(CUDA_ERROR_ILLEGAL_ADDRESS));
+  bool later = false;
+  gpu->memset(destination.get(), count, std::uint32_t{1}, [&](auto error) {
+    BOOST_TEST(error == make_error_code(CUDA_ERROR_ILLEGAL_ADDRESS));
+    later = true;
+  });
+  BOOST_TEST(ferry::testing::run_until(io, [&] { return later; }, std::chrono::seconds(5)));
+  gpu.reset();  // destroying the engine afterwards is clean
+  sim::reset_faults();
+}
+
+BOOST_AUTO_TEST_SUITE_END()

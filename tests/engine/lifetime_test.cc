@@ -1,0 +1,135 @@
+// Abandonment and shutdown: an io_context destroyed with ops in flight, an engine destroyed with ops in
+// flight. Nothing leaks, nothing is freed while the GPU still uses it, nothing waits forever.
+#include "ferry/engine.hpp"
+
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "ferry/marshal.hpp"
+#include "tests/support/device_fixture.hpp"
+#include "tests/support/io_helpers.hpp"
+#include "tests/support/random_bytes.hpp"
+#include "tests/support/stream_gate.hpp"
+
+namespace asio = boost::asio;
+using namespace ferry;
+using ferry::testing::random_vector;
+using ferry::testing::same_bytes;
+
+namespace {
+
+// Counts destructions of what a handler holds, to see handlers destroyed rather than called.
+struct tracer {
+  std::shared_ptr<int> destroyed;
+  explicit tracer(std::shared_ptr<int> counter) : destroyed(std::move(counter)) {}
+  tracer(tracer&& other) noexcept : destroyed(std::move(other.destroyed)) {}
+  ~tracer() {
+    if (destroyed) ++*destroyed;
+  }
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(lifetime, ferry::testing::device_fixture)
+
+BOOST_AUTO_TEST_CASE(destroying_the_io_context_with_ops_in_flight_destroys_their_handlers_uncalled) {
+  const std::size_t count = 1 << 18;
+  auto values = random_vector<std::uint32_t>(count, 401);
+  asio::io_context engine_io;
+  engine gpu{engine_io.get_executor()};
+  auto destination = gpu.allocate<std::uint32_t>(count);
+  stream s = stream::create();
+  ferry::testing::stream_gate gate(s);
+  auto destroyed = std::make_shared<int>(0);
+  int called = 0;
+  {
+    asio::io_context handler_io;
+    // A coroutine suspended on a gated transfer, and a plain callback bound to the same io_context.
+    asio::co_spawn(handler_io, [&, t = tracer(destroyed)]() -> asio::awaitable<void> {
+      co_await gpu.poke(std::span<const std::uint32_t>(values), destination.get(), s, asio::use_awaitable);
+      ++called;
+    }, asio::detached);
+    handler_io.run_for(std::chrono::milliseconds(50));
+    gpu.memset(destination.get(), 16, std::uint32_t{1}, s,
+               asio::bind_executor(handler_io.get_executor(), [&, t = tracer(destroyed)](auto) { ++called; }));
+  }  // handler_io destroyed here, GPU work still gated
+  BOOST_TEST(*destroyed >= 2);
+  gate.open();
+  gpu.wait_all(asio::use_future).get();  // the engine's own executor has no running thread: use a future
+  BOOST_TEST(called == 0);
+  auto back = peek_list_array(count, destination.get());
+  BOOST_CHECK(std::equal(values.begin() + 16, values.end(), back.begin() + 16));  // the GPU finished the work
+}
+
+BOOST_AUTO_TEST_CASE(destroying_the_engine_waits_for_gpu_work_then_completes_pending_handlers) {
+  const std::size_t count = 1 << 18;
+  auto values = random_vector<std::uint32_t>(count, 402);
+  asio::io_context io;
+  auto gpu = std::make_unique<engine>(io.get_executor());
+  auto destination = gpu->allocate<std::uint32_t>(count);
+  stream s = stream::create();
+  auto gate = std::make_unique<ferry::testing::stream_gate>(s);
+  int calls = 0;
+  boost::system::error_code seen;
+  gpu->poke(std::vector<std::uint32_t>(values), destination.get(), s, [&](auto error, std::vector<std::uint32_t> back) {
+    ++calls;
+    seen = error;
+    BOOST_TEST(same_bytes(back, values));
+  });
+  std::atomic<bool> destroyed{false};
+  std::thread destroyer([&] {
+    gpu.reset();
+    destroyed = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  BOOST_TEST(!destroyed);  // the engine waits: the GPU still reads the op's vector
+  gate->open();
+  destroyer.join();
+  BOOST_TEST(destroyed);
+  ferry::testing::run_until(io, [&] { return calls == 1; });
+  BOOST_TEST(calls == 1);
+  BOOST_TEST(!seen);
+  BOOST_TEST(same_bytes(peek_list_array(count, destination.get()), values));
+}
+
+BOOST_AUTO_TEST_CASE(an_abandoned_coroutine_frame_does_not_free_engine_resources_early) {
+  // The coroutine and its io_context go away while its staged transfer is in flight; the staging chunk
+  // and event stay with the engine until the GPU is done, and the engine is reusable afterwards.
+  const std::size_t count = (3 << 20) / 4;
+  auto values = random_vector<std::uint32_t>(count, 403);
+  asio::io_context engine_io;
+  engine_options options;
+  options.staging_chunk_bytes = 1 << 20;
+  options.staging_chunks = 2;
+  engine gpu{engine_io.get_executor(), options};
+  auto destination = gpu.allocate<std::uint32_t>(count);
+  stream s = stream::create();
+  ferry::testing::stream_gate gate(s);
+  {
+    asio::io_context handler_io;
+    asio::co_spawn(handler_io, [&]() -> asio::awaitable<void> {
+      co_await gpu.poke(std::span<const std::uint32_t>(values), destination.get(), s, asio::use_awaitable);
+    }, asio::detached);
+    handler_io.run_for(std::chrono::milliseconds(50));
+  }
+  gate.open();
+  gpu.wait_all(asio::use_future).get();
+  BOOST_TEST(same_bytes(peek_list_array(count, destination.get()), values));
+  auto again = random_vector<std::uint32_t>(count, 404);
+  BOOST_TEST(gpu.poke(std::span<const std::uint32_t>(again), destination.get(), asio::use_future).get() == count * 4);
+  BOOST_TEST(same_bytes(peek_list_array(count, destination.get()), again));
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,204 @@
+// Every engine operation with each completion token: use_awaitable, deferred, use_future, a callback and
+// as_tuple. Results are checked byte by byte on random data.
+#include "ferry/engine.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "ferry/marshal.hpp"
+#include "tests/support/device_fixture.hpp"
+#include "tests/support/io_helpers.hpp"
+#include "tests/support/random_bytes.hpp"
+
+namespace asio = boost::asio;
+using namespace ferry;
+using ferry::testing::random_vector;
+using ferry::testing::same_bytes;
+
+namespace {
+
+constexpr std::size_t count = (3 << 20) / 4 + 11;  // pageable transfers span several staging chunks
+constexpr std::size_t width = 300, height = 40, pitch = 512;
+
+engine_options small_chunks() {
+  engine_options options;
+  options.staging_chunk_bytes = 1 << 20;
+  options.staging_chunks = 3;
+  return options;
+}
+
+struct engine_fixture : ferry::testing::device_fixture {
+  asio::io_context io;
+  engine gpu{io.get_executor(), small_chunks()};
+};
+
+// The expected content of a pitched device array after copy_2d of a width x height region from
+// (3, 2) of `source` to (5, 4) of `before`.
+std::vector<std::uint32_t> after_2d(const std::vector<std::uint32_t>& source, std::vector<std::uint32_t> before) {
+  for (std::size_t row = 0; row < height; ++row) {
+    for (std::size_t column = 0; column < width; ++column) {
+      before[(4 + row) * pitch + 5 + column] = source[(2 + row) * pitch + 3 + column];
+    }
+  }
+  return before;
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(completion_tokens, engine_fixture)
+
+BOOST_AUTO_TEST_CASE(every_operation_completes_through_use_awaitable) {
+  auto values = random_vector<std::uint32_t>(count, 101);
+  bool finished = false;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    auto a = gpu.allocate<std::uint32_t>(count);
+    auto b = gpu.allocate<std::uint32_t>(count);
+    std::size_t moved = co_await gpu.poke(std::span<const std::uint32_t>(values), a.get(), asio::use_awaitable);
+    BOOST_TEST(moved == count * 4);
+    moved = co_await gpu.copy(device_ptr<const std::uint32_t>(a.get()), b.get(), count, asio::use_awaitable);
+    BOOST_TEST(moved == count * 4);
+    std::vector<std::uint32_t> back(count);
+    ferry::testing::poison_fill(std::span(back));
+    moved = co_await gpu.peek(device_ptr<const std::uint32_t>(b.get()), std::span<std::uint32_t>(back), asio::use_awaitable);
+    BOOST_TEST(moved == count * 4);
+    BOOST_TEST(same_bytes(back, values));
+
+    // Owned vectors travel with the op and come back in the completion.
+    std::vector<std::uint32_t> returned = co_await gpu.poke(std::vector<std::uint32_t>(values), b.get(), asio::use_awaitable);
+    BOOST_TEST(same_bytes(returned, values));
+    std::vector<std::uint32_t> fresh = co_await gpu.peek(device_ptr<const std::uint32_t>(b.get()), count, asio::use_awaitable);
+    BOOST_TEST(same_bytes(fresh, values));
+
+    // Pinned memory, memset, 2-D, peer, prefetch, wait_all.
+    pinned_buffer<std::uint32_t> pinned = pinned_buffer<std::uint32_t>::allocate(count);
+    co_await gpu.memset(a.get(), count, 0x5a5a1234u, asio::use_awaitable);
+    co_await gpu.peek(device_ptr<const std::uint32_t>(a.get()), pinned.get(), count, asio::use_awaitable);
+    BOOST_CHECK(std::all_of(pinned.data(), pinned.data() + count, [](std::uint32_t v) { return v == 0x5a5a1234u; }));
+    std::copy(values.begin(), values.end(), pinned.data());
+    co_await gpu.poke(host_ptr<const std::uint32_t>(pinned.get()), count, a.get(), asio::use_awaitable);
+
+    stream s = stream::create();
+    auto before = random_vector<std::uint32_t>(pitch * 50, 102);
+    poke_array(before.size(), before.data(), b.get());
+    co_await gpu.copy_2d(width, height, device_ptr<const std::uint32_t>(a.get()), pitch, 3, 2, b.get(), pitch, 5, 4, s,
+                         asio::use_awaitable);
+    BOOST_TEST(same_bytes(peek_list_array(before.size(), b.get()), after_2d(values, before)));
+
+    context second = context::create(device::get(0));
+    co_await gpu.copy_peer(device_ptr<const std::uint32_t>(a.get()), gpu.context(), b.get(), second, count,
+                           asio::use_awaitable);
+    BOOST_TEST(same_bytes(peek_list_array(count, b.get()), values));
+
+    managed_buffer<std::uint32_t> managed = managed_buffer<std::uint32_t>::allocate(1024);
+    std::copy(values.begin(), values.begin() + 1024, managed.host_span().begin());
+    co_await gpu.prefetch(managed.get(), 1024, memory_location::on(device::get(0)), asio::use_awaitable);
+    co_await gpu.prefetch(managed.get(), 1024, memory_location::host(), asio::use_awaitable);
+    BOOST_CHECK(std::equal(values.begin(), values.begin() + 1024, managed.host_span().begin()));
+    co_await gpu.wait_all(asio::use_awaitable);
+    finished = true;
+  }, [](std::exception_ptr error) { if (error) std::rethrow_exception(error); });
+  BOOST_TEST(ferry::testing::run_until(io, [&] { return finished; }));
+}
+
+BOOST_AUTO_TEST_CASE(every_operation_completes_through_a_callback_exactly_once) {
+  auto values = random_vector<std::uint32_t>(count, 103);
+  auto a = gpu.allocate<std::uint32_t>(count);
+  auto b = gpu.allocate<std::uint32_t>(count);
+  std::vector<std::uint32_t> back(count);
+  ferry::testing::poison_fill(std::span(back));
+  int calls = 0;
+  boost::system::error_code last;
+  auto count_call = [&](boost::system::error_code error, auto&&...) { ++calls; last = error; };
+  gpu.poke(std::span<const std::uint32_t>(values), a.get(), count_call);
+  BOOST_TEST(calls == 0);  // never inside the initiating call
+  BOOST_TEST(ferry::testing::run_until(io, [&] { return calls == 1; }));
+  gpu.copy(device_ptr<const std::uint32_t>(a.get()), b.get(), count, count_call);
+  BOOST_TEST(ferry::testing::run_until(io, [&] { return calls == 2; }));
+  gpu.peek(device_ptr<const std::uint32_t>(b.get()), std::span<std::uint32_t>(back), count_call);
+  BOOST_TEST(ferry::testing::run_until(io, [&] { return calls == 3; }));
+  BOOST_TEST(same_bytes(back, values));
+  gpu.memset(b.get(), count, std::uint32_t{7}, count_call);
+  gpu.wait_all(count_call);
+  BOOST_TEST(ferry::testing::run_until(io, [&] { return calls == 5; }));
+  ferry::testing::run_for_a_while(io);
+  BOOST_TEST(calls == 5);
+  BOOST_TEST(!last);
+}
+
+BOOST_AUTO_TEST_CASE(every_operation_completes_through_use_future) {
+  auto values = random_vector<std::uint32_t>(count, 104);
+  auto guard = asio::make_work_guard(io);
+  std::thread runner([&] { io.run(); });
+  auto a = gpu.allocate<std::uint32_t>(count);
+  auto b = gpu.allocate<std::uint32_t>(count);
+  BOOST_TEST(gpu.poke(std::span<const std::uint32_t>(values), a.get(), asio::use_future).get() == count * 4);
+  BOOST_TEST(gpu.copy(device_ptr<const std::uint32_t>(a.get()), b.get(), count, asio::use_future).get() == count * 4);
+  std::vector<std::uint32_t> back = gpu.peek(device_ptr<const std::uint32_t>(b.get()), count, asio::use_future).get();
+  BOOST_TEST(same_bytes(back, values));
+  gpu.memset(a.get(), count, std::uint32_t{9}, asio::use_future).get();
+  gpu.wait_all(asio::use_future).get();
+  BOOST_TEST(peek_list_array(1, a.get())[0] == 9u);
+  guard.reset();
+  runner.join();
+}
+
+BOOST_AUTO_TEST_CASE(deferred_operations_start_only_when_launched) {
+  auto values = random_vector<std::uint32_t>(count, 105);
+  auto a = gpu.allocate<std::uint32_t>(count);
+  std::vector<std::uint32_t> back(count);
+  ferry::testing::poison_fill(std::span(back));
+  auto poke = gpu.poke(std::span<const std::uint32_t>(values), a.get(), asio::deferred);
+  auto peek = gpu.peek(device_ptr<const std::uint32_t>(a.get()), std::span<std::uint32_t>(back), asio::deferred);
+  bool done = false;
+  std::move(poke)([&](boost::system::error_code error, std::size_t) {
+    BOOST_TEST(!error);
+    std::move(peek)([&](boost::system::error_code error, std::size_t bytes) {
+      BOOST_TEST(!error);
+      BOOST_TEST(bytes == count * 4);
+      done = true;
+    });
+  });
+  BOOST_TEST(ferry::testing::run_until(io, [&] { return done; }));
+  BOOST_TEST(same_bytes(back, values));
+}
+
+BOOST_AUTO_TEST_CASE(as_tuple_delivers_errors_as_values) {
+  auto a = gpu.allocate<std::uint32_t>(16);
+  bool finished = false;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    auto [error] = co_await gpu.memset(a.get(), 16, std::uint32_t{3}, asio::as_tuple(asio::use_awaitable));
+    BOOST_TEST(!error);
+    auto [error2, moved] = co_await gpu.copy(device_ptr<const std::uint32_t>(a.get()), a.get() + 8, 8,
+                                             asio::as_tuple(asio::use_awaitable));
+    BOOST_TEST(!error2);
+    BOOST_TEST(moved == 32u);
+    finished = true;
+  }, asio::detached);
+  BOOST_TEST(ferry::testing::run_until(io, [&] { return finished; }));
+  BOOST_TEST(peek_list_array(16, a.get())[15] == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(bad_arguments_throw_from_the_initiating_function_before_anything_is_enqueued) {
+  auto a = gpu.allocate<std::uint32_t>(16);
+  std::vector<std::uint32_t> host(32);
+  int calls = 0;
+  BOOST_CHECK_THROW(gpu.poke(std::span<const std::uint32_t>(host), a.get(), [&](auto...) { ++calls; }),
+                    std::invalid_argument);
+  BOOST_CHECK_THROW(gpu.copy(device_ptr<const std::uint32_t>(a.get()), a.get() + 4, 8, [&](auto...) { ++calls; }),
+                    std::invalid_argument);
+  ferry::testing::run_for_a_while(io);
+  BOOST_TEST(calls == 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

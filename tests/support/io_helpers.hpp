@@ -1,0 +1,28 @@
+// Running an io_context in tests: until a condition holds (or a deadline passes), counting handlers.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+
+#include <chrono>
+#include <functional>
+
+namespace ferry::testing {
+
+// Runs handlers of `io` until `done()` or `limit` passes; returns done().
+inline bool run_until(boost::asio::io_context& io, const std::function<bool()>& done,
+                      std::chrono::milliseconds limit = std::chrono::seconds(60)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done() && std::chrono::steady_clock::now() < deadline) {
+    io.restart();
+    io.run_for(std::chrono::milliseconds(5));
+  }
+  return done();
+}
+
+// Runs `io` for a while: long enough for a completion to have arrived if one were coming.
+inline void run_for_a_while(boost::asio::io_context& io, std::chrono::milliseconds how_long = std::chrono::milliseconds(100)) {
+  io.restart();
+  io.run_for(how_long);
+}
+
+}  // namespace ferry::testing
