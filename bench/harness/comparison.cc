@@ -37,9 +37,11 @@ std::string json_escape(const std::string& text) {
 }  // namespace
 
 double result::ferry_figure() const {
+  if (!fixed_unit.empty()) return ferry_seconds;
   return bytes ? bytes / ferry_seconds / 1e9 : ferry_seconds * 1e6 / static_cast<double>(calls_per_run);
 }
 double result::raw_figure() const {
+  if (!fixed_unit.empty()) return raw_seconds;
   return bytes ? bytes / raw_seconds / 1e9 : raw_seconds * 1e6 / static_cast<double>(calls_per_run);
 }
 
@@ -67,7 +69,7 @@ result compare(const comparison_spec& spec) {
     }
   }
   std::fprintf(stderr, "\r%80s\r", "");
-  return {spec.name, spec.bytes, median(ferry_times), median(raw_times), spec.trials, spec.calls_per_run};
+  return {spec.name, spec.bytes, median(ferry_times), median(raw_times), spec.trials, spec.calls_per_run, ""};
 }
 
 void write_report(const std::vector<result>& results, const std::string& dir, const std::string& machine,

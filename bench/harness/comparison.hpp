@@ -28,12 +28,14 @@ struct result {
   double raw_seconds;
   int trials;
   std::size_t calls_per_run = 1;
+  // When set, ferry_seconds and raw_seconds hold plain figures in this unit (e.g. "% of a core").
+  std::string fixed_unit;
   // GB/s (1e9 bytes/s) when bytes > 0, else microseconds per run.
-  std::string unit() const { return bytes ? "GB/s" : "us"; }
+  std::string unit() const { return !fixed_unit.empty() ? fixed_unit : bytes ? "GB/s" : "us"; }
   double ferry_figure() const;
   double raw_figure() const;
   // ferry's speed over raw's (raw time / ferry time): above 1 ferry is faster.
-  double ratio() const { return raw_seconds / ferry_seconds; }
+  double ratio() const { return raw_seconds == ferry_seconds ? 1.0 : raw_seconds / ferry_seconds; }
 };
 
 // Runs spec.warmups untimed rounds, then spec.trials rounds of (ferry, verify, raw, verify), alternating

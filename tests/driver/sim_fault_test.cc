@@ -66,16 +66,31 @@ BOOST_AUTO_TEST_CASE(a_failed_stream_poisons_its_context_with_a_sticky_error_unt
   BOOST_REQUIRE(sim().cuEventCreate(&after, 0) == CUDA_SUCCESS);
   const CUdeviceptr device = device_alloc(4096);
   std::vector<std::byte> host = random_bytes(4096, 20);
+  CUevent marker = nullptr;
+  BOOST_REQUIRE(sim().cuEventCreate(&marker, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS);
   std::atomic<bool> host_function_ran{false};
   {
     ferry::sim::gate hold(sibling);
+    BOOST_TEST(sim().cuLaunchHostFunc(sibling, raise_flag, &host_function_ran) == CUDA_SUCCESS);
+    BOOST_TEST(sim().cuEventRecord(marker, sibling) == CUDA_SUCCESS);
     ferry::sim::fail_stream(stream, CUDA_ERROR_ILLEGAL_ADDRESS);
     BOOST_TEST(sim().cuMemcpyHtoDAsync(device, host.data(), 4096, stream) == CUDA_SUCCESS);
     BOOST_TEST(sim().cuStreamSynchronize(stream) == CUDA_ERROR_ILLEGAL_ADDRESS);
-    // Queued work in the context is discarded; an event recorded behind it still completes.
+    // Every later call in the context fails; nothing waits on the closed gate.
     BOOST_TEST(sim().cuLaunchHostFunc(sibling, raise_flag, &host_function_ran) == CUDA_ERROR_ILLEGAL_ADDRESS);
     BOOST_TEST(sim().cuStreamQuery(sibling) == CUDA_ERROR_ILLEGAL_ADDRESS);
-    BOOST_TEST(sim().cuStreamSynchronize(sibling) == CUDA_ERROR_ILLEGAL_ADDRESS);  // does not hang on the gate
+    BOOST_TEST(sim().cuStreamSynchronize(sibling) == CUDA_ERROR_ILLEGAL_ADDRESS);
+    BOOST_TEST(sim().cuEventSynchronize(marker) == CUDA_ERROR_ILLEGAL_ADDRESS);
+    BOOST_TEST(sim().cuEventQuery(marker) == CUDA_ERROR_ILLEGAL_ADDRESS);
+    ferry::sim::reset_faults();
+    // The work queued behind the gate was discarded, but the event recorded there completed.
+    BOOST_TEST(!host_function_ran.load());
+    BOOST_TEST(sim().cuEventQuery(marker) == CUDA_SUCCESS);
+    BOOST_TEST(sim().cuStreamQuery(sibling) == CUDA_SUCCESS);
+    BOOST_TEST(sim().cuStreamQuery(stream) == CUDA_SUCCESS);
+    ferry::sim::fail_stream(stream, CUDA_ERROR_ILLEGAL_ADDRESS);
+    BOOST_TEST(sim().cuMemcpyHtoDAsync(device, host.data(), 4096, stream) == CUDA_SUCCESS);
+    BOOST_TEST(sim().cuStreamSynchronize(stream) == CUDA_ERROR_ILLEGAL_ADDRESS);
   }
   BOOST_TEST(sim().cuEventRecord(after, stream) == CUDA_ERROR_ILLEGAL_ADDRESS);
   BOOST_TEST(sim().cuEventQuery(after) == CUDA_ERROR_ILLEGAL_ADDRESS);
@@ -96,7 +111,6 @@ BOOST_AUTO_TEST_CASE(a_failed_stream_poisons_its_context_with_a_sticky_error_unt
 
   ferry::sim::reset_faults();
   BOOST_TEST(sim().cuCtxSynchronize() == CUDA_SUCCESS);
-  BOOST_TEST(!host_function_ran.load());
   std::vector<std::byte> out = poisoned_bytes(4096);
   BOOST_TEST(sim().cuMemcpyDtoH(out.data(), device, 4096) == CUDA_SUCCESS);
   BOOST_TEST(sim().cuMemcpyHtoDAsync(device, host.data(), 4096, stream) == CUDA_SUCCESS);
@@ -105,6 +119,7 @@ BOOST_AUTO_TEST_CASE(a_failed_stream_poisons_its_context_with_a_sticky_error_unt
   BOOST_TEST(sim().cuEventSynchronize(after) == CUDA_SUCCESS);
   BOOST_TEST(same_bytes(out, host));
   BOOST_TEST(sim().cuEventDestroy(after) == CUDA_SUCCESS);
+  BOOST_TEST(sim().cuEventDestroy(marker) == CUDA_SUCCESS);
   BOOST_TEST(sim().cuStreamDestroy(stream) == CUDA_SUCCESS);
   BOOST_TEST(sim().cuStreamDestroy(sibling) == CUDA_SUCCESS);
   BOOST_TEST(sim().cuMemFree(device) == CUDA_SUCCESS);
@@ -182,9 +197,12 @@ BOOST_AUTO_TEST_CASE(streams_never_destroyed_do_not_crash_the_process_at_exit) {
   BOOST_REQUIRE(sim().cuCtxCreate(&ctx, nullptr, 0, 1) == CUDA_SUCCESS);
   CUstream stream = stream_create();
   const CUdeviceptr device = device_alloc(1 << 20);
-  static std::vector<std::byte> host(1 << 20);
+  // Never freed: the copies may still be writing it while static destructors run.
+  static auto* const host = new std::vector<std::byte>(1 << 20);
   ferry::sim::set_copy_bandwidth(1e9);
-  for (int i = 0; i < 4; ++i) BOOST_TEST(sim().cuMemcpyDtoHAsync(host.data(), device, host.size(), stream) == CUDA_SUCCESS);
+  for (int i = 0; i < 4; ++i) {
+    BOOST_TEST(sim().cuMemcpyDtoHAsync(host->data(), device, host->size(), stream) == CUDA_SUCCESS);
+  }
   const CUdeviceptr other = device_alloc(1 << 20);
   BOOST_TEST(sim().cuMemsetD8Async(other, 1, 1 << 20, nullptr) == CUDA_SUCCESS);
   BOOST_REQUIRE(sim().cuCtxPopCurrent(nullptr) == CUDA_SUCCESS);

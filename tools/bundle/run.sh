@@ -3,7 +3,8 @@
 # (`tools/ferry bundle` copies this file from tools/bundle/run.sh; edit it there.)
 #
 # Needs only bash, coreutils, awk, tar and gzip: no Bazel, no Boost, no Python, no network.
-#   1. every tests/<name> with FERRY_BACKEND=cuda (Boost.Test JUnit + log per binary);
+#   1. every tests/<name> with FERRY_BACKEND=cuda (Boost.Test JUnit + log per binary), plus the
+#      env and args attributes of its Bazel target (test-settings.sh; they win over FERRY_BACKEND);
 #   2. every tests/<name> under compute-sanitizer, once per tool in RUN_SANITIZERS;
 #   3. every bench/<name> with FERRY_BACKEND=cuda --out OUTDIR/bench;
 #   4. a summary table, printed last and written to OUTDIR/summary.txt.
@@ -24,6 +25,9 @@
 #   RUN_BENCH_RESERVE_S     budget kept for the benchmarks while sanitizing (default 180).
 #   RUN_TEST_TIMEOUT_S      per test binary (default 300); RUN_SANITIZER_TIMEOUT_S (default 600);
 #   RUN_BENCH_TIMEOUT_S     per benchmark binary (default 600).
+#   RUN_SANITIZER_API_ERRORS  compute-sanitizer's --report-api-errors: "no" (default: driver
+#                           calls that return an error, which ferry's tests provoke on purpose,
+#                           are not counted), "explicit" or "all" to count them.
 #   RUN_ONLY                a regular expression: run only the binaries whose name matches it.
 #   COMPUTE_SANITIZER       path of compute-sanitizer (default: PATH, then /usr/local/cuda/bin).
 # Exit status: 0 when every test case passed, no sanitizer reported an error, every benchmark
@@ -46,6 +50,7 @@ TEST_TIMEOUT="${RUN_TEST_TIMEOUT_S:-300}"
 SAN_TIMEOUT="${RUN_SANITIZER_TIMEOUT_S:-600}"
 BENCH_TIMEOUT="${RUN_BENCH_TIMEOUT_S:-600}"
 ONLY="${RUN_ONLY:-}"
+API_ERRORS="${RUN_SANITIZER_API_ERRORS:-no}"
 START="$(date +%s)"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/ferry-run.XXXXXX")"
 LOGS="$WORK/logs"
@@ -60,6 +65,12 @@ list_binaries() {  # folder -> names of the executables in it
     [[ -z "$ONLY" || "$f" =~ $ONLY ]] && printf '%s\n' "$f"
   done
 }
+# The tests' env and args attributes from their BUILD files (written by tools/ferry bundle).
+declare -A TEST_ENV=() TEST_ARGS=()
+if [[ -f "$BUNDLE/test-settings.sh" ]]; then
+  # shellcheck source=/dev/null
+  source "$BUNDLE/test-settings.sh"
+fi
 mapfile -t TESTS < <(list_binaries tests)
 mapfile -t BENCHES < <(list_binaries bench)
 
@@ -101,9 +112,15 @@ step_limit() {  # limit reserve
   if ((left < 15)); then echo 0; elif ((left < limit)); then echo "$left"; else echo "$limit"; fi
 }
 
-# Keeps a log short: at most 64 KiB of its beginning and 64 KiB of its end.
+# Tidies a log: progress lines redrawn with carriage returns become lines of their own, and a long
+# log keeps only 64 KiB of its beginning and 64 KiB of its end.
 shorten() {
   local f="$1" size
+  [[ -f "$f" ]] || return 0
+  if grep -q $'\r' "$f"; then
+    tr '\r' '\n' <"$f" | grep -v '^[[:space:]]*$' >"$f.lines"
+    mv "$f.lines" "$f"
+  fi
   size="$(wc -c <"$f" 2>/dev/null || echo 0)"
   ((size > 160 * 1024)) || return 0
   { head -c 65536 "$f"; printf '\n\n[... %d bytes cut by run.sh ...]\n\n' $((size - 131072)); tail -c 65536 "$f"; } >"$f.short"
@@ -188,8 +205,11 @@ run_test() {
   printf '[test] %s ... ' "$name"
   CURRENT="test:$name"
   t0="$(now)"
+  local -a extra_env=() extra_args=()
+  eval "extra_env=(${TEST_ENV[$name]:-})"
+  eval "extra_args=(${TEST_ARGS[$name]:-})"
   FERRY_BACKEND=cuda BOOST_TEST_LOGGER="HRF,test_suite,stdout:JUNIT,message,$xml" \
-    limited "$secs" "$log" "$BUNDLE/tests/$name"
+    limited "$secs" "$log" env "${extra_env[@]}" "$BUNDLE/tests/$name" "${extra_args[@]}"
   rc=$?
   T_SECS[$name]=$(($(now) - t0))
   shorten "$log"
@@ -220,12 +240,20 @@ run_sanitizer() {
     return
   fi
   # --require-cuda-init no: a binary whose cases make no CUDA call is not an error.
-  local args=(--tool "$tool" --error-exitcode 99 --print-limit 20 --require-cuda-init no)
+  # --report-api-errors no (unless RUN_SANITIZER_API_ERRORS says otherwise): a driver call that
+  # returns an error is not a sanitizer error. ferry checks every status, and its tests provoke
+  # such errors on purpose (invalid pointers, double frees, out of memory, probing a pointer's
+  # attributes); memory errors in kernels, leaks and synchronization hazards are still reported.
+  local args=(--tool "$tool" --error-exitcode 99 --print-limit 20 --require-cuda-init no
+              --report-api-errors "$API_ERRORS")
   [[ "$tool" == memcheck ]] && args+=(--leak-check full)
   printf '[%s] %s ... ' "$tool" "$name"
   CURRENT="$tool:$name"
+  local -a extra_env=() extra_args=()
+  eval "extra_env=(${TEST_ENV[$name]:-})"
+  eval "extra_args=(${TEST_ARGS[$name]:-})"
   FERRY_BACKEND=cuda BOOST_TEST_LOGGER="HRF,error,stdout:JUNIT,error,$LOGS/sanitizer/$tool-$name.xml" \
-    limited "$secs" "$log" "$CS" "${args[@]}" "$BUNDLE/tests/$name"
+    limited "$secs" "$log" env "${extra_env[@]}" "$CS" "${args[@]}" "$BUNDLE/tests/$name" "${extra_args[@]}"
   rc=$?
   shorten "$log"
   # memcheck, synccheck, initcheck: "ERROR SUMMARY: N errors";
@@ -402,7 +430,7 @@ trap on_signal INT TERM
 
 # --- run -----------------------------------------------------------------------------------------
 echo "bundle: $BUNDLE (${#TESTS[@]} tests, ${#BENCHES[@]} benchmarks); out: $OUTDIR; budget: ${BUDGET}s;" \
-     "sanitizers: ${TOOLS[*]:-none}"
+     "sanitizers: ${TOOLS[*]:-none} (--report-api-errors $API_ERRORS)"
 if ((CS_MISSING)); then
   echo "run.sh: compute-sanitizer not found ($CS): sanitizer runs are left out (and count as failures)" >&2
 fi

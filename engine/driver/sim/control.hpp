@@ -16,6 +16,7 @@ namespace ferry::sim {
 
 // Makes the `nth` call (1 = the next one) of `entry_point` (an unversioned driver name such as
 // "cuMemcpyHtoDAsync") return `status` without doing anything. Counting starts now; one-shot.
+// nth == 0 throws std::invalid_argument.
 void fail_call(std::string_view entry_point, unsigned nth, CUresult status);
 
 // Makes every allocation (device, pinned, managed, registered) that would take the total of bytes

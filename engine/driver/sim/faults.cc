@@ -105,7 +105,13 @@ void reset_faults() {
     detail::any_armed.store(false, std::memory_order_release);
   }
   for (detail::context* ctx : detail::live_contexts()) {
-    for (const std::shared_ptr<detail::stream>& s : ctx->streams()) s->clear_failure();
+    const bool poisoned = ctx->poisoned();
+    for (const std::shared_ptr<detail::stream>& s : ctx->streams()) {
+      s->clear_failure();
+      // Work queued before the reset is discarded for certain, not run by a worker that was slow to
+      // get to it. Poisoned streams drain quickly: every wait in them gives up on a sticky error.
+      if (poisoned) s->wait_idle();
+    }
     ctx->clear_sticky();
   }
 }

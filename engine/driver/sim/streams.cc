@@ -119,6 +119,11 @@ void stream::wait_from_worker(std::uint64_t sequence, const context& waiter) {
   }
 }
 
+void stream::wait_idle() {
+  std::unique_lock lock(mutex_);
+  work_done_.wait(lock, [this] { return completed_ >= submitted_; });
+}
+
 void stream::wake() {
   // Taking the lock orders the sticky store before any waiter's next predicate check.
   { std::lock_guard lock(mutex_); }

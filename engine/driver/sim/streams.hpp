@@ -48,6 +48,8 @@ class stream {
   bool wait(std::uint64_t sequence);
   // Another stream's worker waits; gives up when either context is poisoned.
   void wait_from_worker(std::uint64_t sequence, const context& waiter);
+  // Waits until everything submitted has run (or been discarded), whatever the sticky status.
+  void wait_idle();
   // Wakes host waiters so that they notice a sticky error.
   void wake();
 

@@ -3,6 +3,7 @@
 // calls the driver answers before cuInit) refuses to run before cuInit.
 #include <algorithm>
 #include <cstddef>
+#include <optional>
 #include <string_view>
 
 #include "engine/driver/driver_table.hpp"
@@ -32,7 +33,9 @@ template <entry_name Name, class... Args, CUresult (*Implementation)(Args...)>
 struct guarded<Name, Implementation> {
   static CUresult call(Args... args) {
     if (std::optional<CUresult> injected = injected_failure(Name.view())) return *injected;
-    if (!answers_before_init(Name.view()) && !initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+    if constexpr (!answers_before_init(Name.view())) {
+      if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+    }
     return Implementation(args...);
   }
 };

@@ -1,0 +1,207 @@
+// The engine's completion path against the raw driver, same process: a co_awaited 4 KiB poke from
+// initiation to coroutine resumption (per completion policy), the poller's CPU use over an idle second,
+// and 1024 concurrent 4 KiB pokes.
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <iostream>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/harness/comparison.hpp"
+#include "engine/driver/driver_table.hpp"
+#include "ferry/engine.hpp"
+#include "ferry/ferry.hpp"
+
+namespace asio = boost::asio;
+using namespace ferry;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::size_t small_bytes = 4096;
+constexpr int latency_samples = 2000;
+constexpr int concurrent_ops = 1024;
+
+void check(CUresult status, const char* call) {
+  if (status != CUDA_SUCCESS) throw std::runtime_error(std::string(call) + " failed with status " + std::to_string(status));
+}
+
+double percentile(std::vector<double> values, double p) {
+  std::sort(values.begin(), values.end());
+  return values[static_cast<std::size_t>(p * (values.size() - 1))];
+}
+
+const char* policy_name(completion_policy policy) {
+  switch (policy) {
+    case completion_policy::poll: return "poll";
+    case completion_policy::host_callback: return "host_callback";
+    case completion_policy::blocking_sync: return "blocking_sync";
+  }
+  return "?";
+}
+
+struct setup {
+  const detail::driver_table& raw = detail::driver();
+  pinned_buffer<std::uint8_t> source = pinned_buffer<std::uint8_t>::allocate(small_bytes * concurrent_ops);
+  device_buffer<std::uint8_t> destination = device_buffer<std::uint8_t>::allocate(small_bytes * concurrent_ops);
+  std::vector<std::uint8_t> expected;
+  setup() {
+    std::mt19937_64 generator(7);
+    expected.resize(source.size());
+    for (auto& byte : expected) byte = static_cast<std::uint8_t>(generator());
+    std::memcpy(source.data(), expected.data(), expected.size());
+  }
+  void verify(std::size_t bytes) {
+    std::vector<std::uint8_t> back(bytes, 0xA5);
+    check(raw.cuMemcpyDtoH(back.data(), destination.get().get(), bytes), "cuMemcpyDtoH");
+    if (std::memcmp(back.data(), expected.data(), bytes) != 0) throw std::runtime_error("data differs after the run");
+    check(raw.cuMemsetD8(destination.get().get(), 0xA5, bytes), "cuMemsetD8");
+  }
+};
+
+// Raw: cuMemcpyHtoDAsync, then how the policy's raw equivalent learns completion.
+std::vector<double> raw_round_trips(setup& s, completion_policy policy, CUstream stream) {
+  unsigned flags = CU_EVENT_DISABLE_TIMING | (policy == completion_policy::blocking_sync ? CU_EVENT_BLOCKING_SYNC : 0);
+  CUevent event = nullptr;
+  check(s.raw.cuEventCreate(&event, flags), "cuEventCreate");
+  std::vector<double> samples;
+  std::atomic<bool> fired{false};
+  for (int i = 0; i < latency_samples; ++i) {
+    const auto start = clock_type::now();
+    check(s.raw.cuMemcpyHtoDAsync(s.destination.get().get(), s.source.data(), small_bytes, stream), "cuMemcpyHtoDAsync");
+    if (policy == completion_policy::host_callback) {
+      fired = false;
+      check(s.raw.cuLaunchHostFunc(stream, [](void* flag) { static_cast<std::atomic<bool>*>(flag)->store(true); }, &fired),
+            "cuLaunchHostFunc");
+      while (!fired.load()) std::this_thread::yield();
+    } else {
+      check(s.raw.cuEventRecord(event, stream), "cuEventRecord");
+      if (policy == completion_policy::blocking_sync) {
+        check(s.raw.cuEventSynchronize(event), "cuEventSynchronize");
+      } else {
+        CUresult status;
+        while ((status = s.raw.cuEventQuery(event)) == CUDA_ERROR_NOT_READY) {}
+        check(status, "cuEventQuery");
+      }
+    }
+    samples.push_back(std::chrono::duration<double>(clock_type::now() - start).count());
+  }
+  s.raw.cuEventDestroy(event);
+  return samples;
+}
+
+std::vector<double> ferry_round_trips(setup& s, engine& gpu, asio::io_context& io, stream_ref stream) {
+  std::vector<double> samples;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    for (int i = 0; i < latency_samples; ++i) {
+      const auto start = clock_type::now();
+      co_await gpu.poke(host_ptr<const std::uint8_t>(s.source.get()), small_bytes, s.destination.get(), stream,
+                        asio::use_awaitable);
+      samples.push_back(std::chrono::duration<double>(clock_type::now() - start).count());
+    }
+  }, asio::detached);
+  io.restart();
+  io.run();
+  return samples;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const bench::options options = bench::parse_options(argc, argv);
+  const device gpu_device = device::get(0);
+  context primary = context::primary(gpu_device);
+  context_guard guard(primary);
+  const std::string backend_name(to_string(active_backend()));
+  std::cerr << "ferry engine_latency on the " << backend_name << " backend: " << gpu_device.name() << "\n";
+  setup s;
+  stream raw_stream = stream::create();
+  std::vector<bench::result> results;
+
+  for (completion_policy policy :
+       {completion_policy::poll, completion_policy::host_callback, completion_policy::blocking_sync}) {
+    asio::io_context io(1);
+    engine_options engine_settings;
+    engine_settings.policy = policy;
+    engine gpu{io.get_executor(), engine_settings};
+    stream ferry_stream = stream::create();
+    // Warm up both paths, then alternate blocks of samples.
+    ferry_round_trips(s, gpu, io, ferry_stream);
+    raw_round_trips(s, policy, raw_stream.get());
+    std::vector<double> ferry_samples, raw_samples;
+    for (int block = 0; block < 3; ++block) {
+      std::fprintf(stderr, "\r  roundtrip_4KiB %-14s block %d/3", policy_name(policy), block + 1);
+      auto f = ferry_round_trips(s, gpu, io, ferry_stream);
+      s.verify(small_bytes);
+      auto r = raw_round_trips(s, policy, raw_stream.get());
+      s.verify(small_bytes);
+      ferry_samples.insert(ferry_samples.end(), f.begin(), f.end());
+      raw_samples.insert(raw_samples.end(), r.begin(), r.end());
+    }
+    std::fprintf(stderr, "\r%80s\r", "");
+    const std::string suffix = policy == completion_policy::poll ? "" : std::string("_") + policy_name(policy);
+    results.push_back({"roundtrip_4KiB" + suffix + "_p50", 0, percentile(ferry_samples, 0.5),
+                       percentile(raw_samples, 0.5), static_cast<int>(ferry_samples.size()), 1, ""});
+    results.push_back({"roundtrip_4KiB" + suffix + "_p99", 0, percentile(ferry_samples, 0.99),
+                       percentile(raw_samples, 0.99), static_cast<int>(ferry_samples.size()), 1, ""});
+
+    // Idle cost: the poller's CPU time over one second with nothing pending. The raw driver has no poller,
+    // so both columns hold ferry's figure (ratio 1); the target is the figure itself (< 2% for poll).
+    const double before = gpu.poller_cpu_seconds();
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    const double idle_percent = (gpu.poller_cpu_seconds() - before) * 100.0;
+    std::cout << "poller idle CPU (" << policy_name(policy) << "): " << idle_percent << " % of a core over 1 s\n";
+    results.push_back({std::string("poller_idle_cpu_") + policy_name(policy), 0, idle_percent, idle_percent, 1, 1,
+                       "% of a core"});
+  }
+
+  // 1024 concurrent 4 KiB pokes from coroutines, against a raw loop of cuMemcpyHtoDAsync then a sync.
+  {
+    asio::io_context io(1);
+    engine gpu{io.get_executor()};
+    auto ferry_run = [&] {
+      int done = 0;
+      for (int i = 0; i < concurrent_ops; ++i) {
+        asio::co_spawn(io, [&, i]() -> asio::awaitable<void> {
+          co_await gpu.poke(host_ptr<const std::uint8_t>(s.source.get() + i * small_bytes), small_bytes,
+                            s.destination.get() + i * small_bytes, asio::use_awaitable);
+          ++done;
+        }, asio::detached);
+      }
+      io.restart();
+      io.run();
+      if (done != concurrent_ops) throw std::runtime_error("many_small: not every poke completed");
+    };
+    auto raw_run = [&] {
+      for (int i = 0; i < concurrent_ops; ++i) {
+        check(s.raw.cuMemcpyHtoDAsync(s.destination.get().get() + i * small_bytes, s.source.data() + i * small_bytes,
+                                      small_bytes, raw_stream.get()),
+              "cuMemcpyHtoDAsync");
+      }
+      check(s.raw.cuStreamSynchronize(raw_stream.get()), "cuStreamSynchronize");
+    };
+    results.push_back(bench::compare({"many_small_4KiB", small_bytes * concurrent_ops, 1, 2, 7, ferry_run, raw_run,
+                                      [&] { s.verify(small_bytes * concurrent_ops); }}));
+  }
+
+  const std::string machine = options.machine.empty()
+                                  ? (active_backend() == backend::sim ? std::string("sim")
+                                     : gpu_device.name().find("H200") != std::string::npos ? std::string("h200")
+                                                                                          : std::string("gpu"))
+                                  : options.machine;
+  bench::write_report(results, options.out_dir, machine + "-engine", gpu_device.name(), backend_name);
+  return 0;
+} catch (const std::exception& error) {
+  std::cerr << "engine_latency: " << error.what() << "\n";
+  return 1;
+}
