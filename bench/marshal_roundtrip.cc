@@ -209,24 +209,42 @@ int main(int argc, char** argv) try {
        [&] { poison_device(b); raw_2d(CU_MEMORYTYPE_DEVICE, nullptr, a, CU_MEMORYTYPE_DEVICE, nullptr, b, s.get()); },
        verify_device(b, "copy_array_2d_async")});
 
-  // Peer: between the primary context and a second context on the same device.
+  // Peer: from the primary context to memory of a second context on the same device.
   context second = context::create(gpu);
+  CUdeviceptr c = 0;
+  {
+    context_guard in_second(second);
+    check(raw.cuMemAlloc(&c, transfer_bytes), "cuMemAlloc");
+  }
+  auto poison_second = [&] {
+    context_guard in_second(second);
+    check(raw.cuMemsetD8(c, 0xA5, transfer_bytes), "cuMemsetD8");
+  };
+  auto verify_second = [&] {
+    context_guard in_second(second);
+    verify_device(c, "copy_array_peer")();
+  };
+  const device_ptr<std::uint32_t> peer_destination(c);
   run({"copy_array_peer_64MiB", transfer_bytes, 1, 2, 7,
-       [&] { poison_device(b); copy_array_peer(words, device_ptr<const std::uint32_t>(device_a.get()), primary, device_b.get(), second); },
-       [&] { poison_device(b); check(raw.cuMemcpyPeer(b, second.get(), a, primary.get(), transfer_bytes), "cuMemcpyPeer"); },
-       verify_device(b, "copy_array_peer")});
+       [&] { poison_second(); copy_array_peer(words, device_ptr<const std::uint32_t>(device_a.get()), primary, peer_destination, second); },
+       [&] { poison_second(); check(raw.cuMemcpyPeer(c, second.get(), a, primary.get(), transfer_bytes), "cuMemcpyPeer"); },
+       verify_second});
   run({"copy_array_peer_async_64MiB", transfer_bytes, 1, 2, 7,
        [&] {
-         poison_device(b);
-         copy_array_peer_async(words, device_ptr<const std::uint32_t>(device_a.get()), primary, device_b.get(), second, s);
+         poison_second();
+         copy_array_peer_async(words, device_ptr<const std::uint32_t>(device_a.get()), primary, peer_destination, second, s);
          s.synchronize();
        },
        [&] {
-         poison_device(b);
-         check(raw.cuMemcpyPeerAsync(b, second.get(), a, primary.get(), transfer_bytes, s.get()), "cuMemcpyPeerAsync");
+         poison_second();
+         check(raw.cuMemcpyPeerAsync(c, second.get(), a, primary.get(), transfer_bytes, s.get()), "cuMemcpyPeerAsync");
          check(raw.cuStreamSynchronize(s.get()), "cuStreamSynchronize");
        },
-       verify_device(b, "copy_array_peer_async")});
+       verify_second});
+  {
+    context_guard in_second(second);
+    check(raw.cuMemFree(c), "cuMemFree");
+  }
 
   // memset: a random 32-bit value over 64 MiB, checked word by word.
   const std::uint32_t fill_value = source_values[7];
