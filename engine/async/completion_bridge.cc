@@ -138,6 +138,15 @@ void completion_bridge::run() {
     if (pending_count_ == 0) {
       drained_.notify_all();
       if (stopping_) break;
+      // Right after activity more work usually follows (a coroutine's next transfer): stay awake for the
+      // spin window so that it is seen without a wake-up, then park.
+      if (options_.policy == completion_policy::poll &&
+          std::chrono::steady_clock::now() - last_activity_ < options_.spin_window) {
+        lock.unlock();
+        std::this_thread::yield();
+        lock.lock();
+        continue;
+      }
       wake_.wait(lock, [&] { return pending_count_ > 0 || stopping_; });
       backoff = std::chrono::microseconds(1);
       continue;

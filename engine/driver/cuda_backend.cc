@@ -1,13 +1,22 @@
 // The cuda backend: libcuda.so.1 is opened at run time and every entry point is resolved through
 // cuGetProcAddress, so ferry binaries start (and fall back to sim) on machines without a driver.
+#include <cudaTypedefs.h>
 #include <dlfcn.h>
 
 #include <string>
+#include <type_traits>
 
 #include "engine/driver/driver_table.hpp"
 
 namespace ferry::detail {
 namespace {
+
+// The version each entry point is resolved at must give the ABI the table declares.
+#define FERRY_CHECK_ABI(name, version)                                          \
+  static_assert(std::is_same_v<decltype(&::name), PFN_##name##_v##version>,     \
+                #name ": its version in entry_points.hpp does not match cuda.h");
+FERRY_DRIVER_ENTRY_POINTS(FERRY_CHECK_ABI)
+#undef FERRY_CHECK_ABI
 
 using get_proc_address_fn = CUresult (*)(const char*, void**, int, cuuint64_t,
                                          CUdriverProcAddressQueryResult*);
@@ -28,19 +37,18 @@ bool load(driver_table& table, std::string& why_not) {
     return false;
   }
   bool complete = true;
-  auto resolve = [&](const char* symbol, void** slot) {
+  auto resolve = [&](const char* symbol, int version, void** slot) {
     CUdriverProcAddressQueryResult found{};
-    CUresult status = get_proc_address(symbol, slot, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &found);
+    CUresult status = get_proc_address(symbol, slot, version, CU_GET_PROC_ADDRESS_DEFAULT, &found);
     if (status != CUDA_SUCCESS || found != CU_GET_PROC_ADDRESS_SUCCESS || *slot == nullptr) {
       if (complete) {
-        why_not = std::string("the driver lacks ") + symbol + " (as of CUDA " +
-                  std::to_string(CUDA_VERSION / 1000) + "." + std::to_string(CUDA_VERSION % 1000 / 10) +
-                  "): update the NVIDIA driver";
+        why_not = std::string("the driver lacks ") + symbol + " (as of CUDA " + std::to_string(version / 1000) +
+                  "." + std::to_string(version % 1000 / 10) + "): update the NVIDIA driver";
       }
       complete = false;
     }
   };
-#define FERRY_RESOLVE_ENTRY(name) resolve(#name, reinterpret_cast<void**>(&table.name));
+#define FERRY_RESOLVE_ENTRY(name, version) resolve(#name, version, reinterpret_cast<void**>(&table.name));
   FERRY_DRIVER_ENTRY_POINTS(FERRY_RESOLVE_ENTRY)
 #undef FERRY_RESOLVE_ENTRY
   return complete;

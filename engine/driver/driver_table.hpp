@@ -9,7 +9,7 @@
 namespace ferry::detail {
 
 struct driver_table {
-#define FERRY_DECLARE_ENTRY(name) decltype(&::name) name = nullptr;
+#define FERRY_DECLARE_ENTRY(name, version) decltype(&::name) name = nullptr;
   FERRY_DRIVER_ENTRY_POINTS(FERRY_DECLARE_ENTRY)
 #undef FERRY_DECLARE_ENTRY
 };

@@ -11,7 +11,7 @@ BOOST_AUTO_TEST_SUITE(sim_backend)
 
 BOOST_AUTO_TEST_CASE(every_entry_point_of_the_table_is_filled) {
   const ferry::detail::driver_table& table = sim();
-#define FERRY_CHECK_ENTRY(name) BOOST_TEST((table.name != nullptr), #name " is filled");
+#define FERRY_CHECK_ENTRY(name, version) BOOST_TEST((table.name != nullptr), #name " is filled");
   FERRY_DRIVER_ENTRY_POINTS(FERRY_CHECK_ENTRY)
 #undef FERRY_CHECK_ENTRY
 }

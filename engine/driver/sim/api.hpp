@@ -10,7 +10,7 @@
 
 namespace ferry::sim::api {
 
-#define FERRY_SIM_DECLARE_ENTRY(name) std::remove_pointer_t<decltype(&::name)> name;
+#define FERRY_SIM_DECLARE_ENTRY(name, version) std::remove_pointer_t<decltype(&::name)> name;
 FERRY_DRIVER_ENTRY_POINTS(FERRY_SIM_DECLARE_ENTRY)
 #undef FERRY_SIM_DECLARE_ENTRY
 

@@ -42,7 +42,7 @@ struct guarded<Name, Implementation> {
 
 ferry::detail::driver_table make_table() {
   ferry::detail::driver_table table;
-#define FERRY_SIM_FILL_ENTRY(name) table.name = &guarded<#name, &ferry::sim::api::name>::call;
+#define FERRY_SIM_FILL_ENTRY(name, version) table.name = &guarded<#name, &ferry::sim::api::name>::call;
   FERRY_DRIVER_ENTRY_POINTS(FERRY_SIM_FILL_ENTRY)
 #undef FERRY_SIM_FILL_ENTRY
   return table;
