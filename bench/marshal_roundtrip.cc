@@ -166,6 +166,8 @@ int main(int argc, char** argv) try {
       check(raw.cuStreamSynchronize(on), "cuStreamSynchronize");
     } else {
       check(raw.cuMemcpy2D(&copy), "cuMemcpy2D");
+      // A device-to-device cuMemcpy2D returns before the copy is done.
+      if (src_type == CU_MEMORYTYPE_DEVICE && dst_type == CU_MEMORYTYPE_DEVICE) check(raw.cuCtxSynchronize(), "cuCtxSynchronize");
     }
   };
   run({"poke_array_2d_64MiB", transfer_bytes, 1, 2, 7,

@@ -57,6 +57,15 @@
 namespace ferry {
 
 using transfer_signature = void(boost::system::error_code, std::size_t);
+
+// Per-call choices for a pageable transfer: the stream (none: a pool stream) and a forced plan.
+struct transfer_options {
+  std::optional<stream_ref> stream = std::nullopt;
+  transfer_plan plan = transfer_plan::automatic;
+  std::optional<CUstream> stream_handle() const {
+    return stream ? std::optional<CUstream>(stream->get()) : std::nullopt;
+  }
+};
 using status_signature = void(boost::system::error_code);
 
 class engine {
@@ -102,6 +111,15 @@ class engine {
                                               detail::pageable_side("source", source.data()),
                                               detail::device_side("destination", destination.get())),
                           stream.get(), std::forward<Token>(token));
+  }
+  // With a forced plan (and optionally a stream): transfer_options{.stream = s, .plan = transfer_plan::staged}.
+  template <storable T, class Token>
+  auto poke(std::span<const T> source, device_ptr<T> destination, transfer_options options, Token&& token) {
+    auto transfer = core_->prepare_copy("engine::poke", source.size(), sizeof(T),
+                                        detail::pageable_side("source", source.data()),
+                                        detail::device_side("destination", destination.get()));
+    transfer.plan = options.plan;
+    return start_transfer(std::move(transfer), options.stream_handle(), std::forward<Token>(token));
   }
   // From page-locked memory: one DMA, no staging.
   template <storable T, class Token>
@@ -155,6 +173,15 @@ class engine {
                                               detail::device_side("source", source.get()),
                                               detail::pageable_side("destination", destination.data())),
                           stream.get(), std::forward<Token>(token));
+  }
+  template <storable T, class Token>
+  auto peek(device_ptr<const T> source, std::span<std::remove_const_t<T>> destination, transfer_options options,
+            Token&& token) {
+    auto transfer = core_->prepare_copy("engine::peek", destination.size(), sizeof(T),
+                                        detail::device_side("source", source.get()),
+                                        detail::pageable_side("destination", destination.data()));
+    transfer.plan = options.plan;
+    return start_transfer(std::move(transfer), options.stream_handle(), std::forward<Token>(token));
   }
   template <storable T, class Token>
   auto peek(device_ptr<const T> source, host_ptr<std::remove_const_t<T>> destination, std::size_t count, Token&& token) {
@@ -263,6 +290,16 @@ class engine {
   // Later work on `then` waits for the work on `first` so far (staged transfers included); the host
   // does not wait. A failure of the driver calls behind it goes to engine_options::on_failure.
   void order(stream_ref first, stream_ref then) { core_->order(first.get(), then.get()); }
+
+  // Tells the engine that the pageable memory [address, address + bytes) is about to be freed (or
+  // reallocated): registrations the engine cached for it are dropped. Without this, a new buffer later
+  // allocated at the same addresses would be transferred through the old buffer's pinned pages.
+  void forget_host_memory(const void* address, std::size_t bytes) { core_->forget_host_memory(address, bytes); }
+  template <class T>
+  void forget_host_memory(std::span<T> memory) { forget_host_memory(memory.data(), memory.size_bytes()); }
+
+  // How many transfers each plan took so far (the planner's metric).
+  detail::plan_counts plan_counts() const noexcept { return core_->counts(); }
 
   // The sticky error that poisoned the engine's context, if any: submits after it fail fast with it.
   std::error_code sticky_error() const noexcept { return core_->sticky_error(); }

@@ -13,7 +13,8 @@
 namespace ferry::bench {
 namespace {
 
-double seconds_of(const std::function<void()>& run) {
+double seconds_of(const std::function<void()>& prepare, const std::function<void()>& run) {
+  if (prepare) prepare();
   const auto start = std::chrono::steady_clock::now();
   run();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -47,9 +48,9 @@ double result::raw_figure() const {
 
 result compare(const comparison_spec& spec) {
   for (int i = 0; i < spec.warmups; ++i) {
-    spec.ferry();
+    seconds_of(spec.prepare, spec.ferry);
     spec.verify();
-    spec.raw();
+    seconds_of(spec.prepare, spec.raw);
     spec.verify();
   }
   std::vector<double> ferry_times, raw_times;
@@ -57,14 +58,14 @@ result compare(const comparison_spec& spec) {
     std::fprintf(stderr, "\r  %-36s trial %d/%d", spec.name.c_str(), i + 1, spec.trials);
     // Alternating the order keeps a warm cache or a busy copy engine from favouring one side.
     if (i % 2 == 0) {
-      ferry_times.push_back(seconds_of(spec.ferry));
+      ferry_times.push_back(seconds_of(spec.prepare, spec.ferry));
       spec.verify();
-      raw_times.push_back(seconds_of(spec.raw));
+      raw_times.push_back(seconds_of(spec.prepare, spec.raw));
       spec.verify();
     } else {
-      raw_times.push_back(seconds_of(spec.raw));
+      raw_times.push_back(seconds_of(spec.prepare, spec.raw));
       spec.verify();
-      ferry_times.push_back(seconds_of(spec.ferry));
+      ferry_times.push_back(seconds_of(spec.prepare, spec.ferry));
       spec.verify();
     }
   }

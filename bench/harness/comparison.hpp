@@ -19,6 +19,7 @@ struct comparison_spec {
   std::function<void()> ferry;   // one run of ferry's operation, complete when it returns
   std::function<void()> raw;     // one run of the raw driver calls doing the same work
   std::function<void()> verify;  // throws std::runtime_error when the last run's result is wrong
+  std::function<void()> prepare;  // optional, untimed, before every run (e.g. move managed memory back)
 };
 
 struct result {

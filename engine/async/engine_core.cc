@@ -6,16 +6,22 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <thread>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "engine/async/completion_bridge.hpp"
+#include "engine/async/registration_cache.hpp"
 #include "engine/async/staging_pool.hpp"
 #include "engine/async/stream_sequencer.hpp"
 #include "engine/driver/driver_table.hpp"
+#include "engine/memory/known_ranges.hpp"
 #include "engine/transfer/plans.hpp"
 #include "engine/transfer/stream_names.hpp"
 #include "ferry/detail/check.hpp"
@@ -75,6 +81,8 @@ struct engine_core::impl {
   void run_staged(std::shared_ptr<operation> op, std::uint64_t sequence, std::shared_ptr<prepared_transfer> transfer,
                   CUstream stream, bool sequenced);
   void post_work(std::function<void()> work);
+  // memcpy split among the copier threads; the calling thread copies a slice too and returns when all are done.
+  void parallel_copy(std::byte* destination, const std::byte* source, std::size_t bytes);
 
   const driver_table& driver;
   engine_options options;
@@ -87,7 +95,11 @@ struct engine_core::impl {
 
   std::unique_ptr<completion_bridge> bridge;
   std::unique_ptr<staging_pool> staging;
-  boost::asio::thread_pool workers;
+  std::unique_ptr<registration_cache> registrations;
+  std::atomic<std::size_t> pinned_plans{0}, registered_plans{0}, staged_plans{0};
+  std::size_t copier_count;
+  boost::asio::thread_pool workers;   // submissions and continuations; they may wait for copiers
+  boost::asio::thread_pool copiers;   // memcpy slices only; they never wait, so workers cannot deadlock
   stream_sequencer sequencer;
 
   std::mutex live_mutex;
@@ -101,7 +113,10 @@ engine_core::impl::impl(const engine_options& opts)
     : driver(detail::driver()),
       options(opts),
       ordinal(opts.device),
-      workers(opts.copy_threads == 0 ? 1 : opts.copy_threads),
+      copier_count(opts.copy_threads != 0 ? opts.copy_threads
+                                          : std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 8)),
+      workers(2),
+      copiers(copier_count),
       sequencer([this](stream_sequencer::submitter next) { post_work(std::move(next)); }) {
   int count = 0;
   check(driver.cuDeviceGetCount(&count), "cuDeviceGetCount");
@@ -126,6 +141,8 @@ engine_core::impl::impl(const engine_options& opts)
   }
   bridge = std::make_unique<completion_bridge>(driver, context, options);
   staging = std::make_unique<staging_pool>(driver, options.staging_chunk_bytes, options.staging_chunks);
+  registrations = std::make_unique<registration_cache>(driver, options.registration_cache_bytes,
+                                                       options.registration_threshold_bytes);
 }
 
 engine_core::impl::~impl() {
@@ -137,8 +154,10 @@ engine_core::impl::~impl() {
   }
   bridge.reset();
   workers.join();
+  copiers.join();
   caller_context in_engine(driver, context);
   staging.reset();
+  registrations.reset();
   for (CUstream stream : pool) driver.cuStreamDestroy(stream);
   driver.cuDevicePrimaryCtxRelease(device);
 }
@@ -148,6 +167,33 @@ void engine_core::impl::post_work(std::function<void()> work) {
     use_context(driver, context);
     work();
   });
+}
+
+void engine_core::impl::parallel_copy(std::byte* destination, const std::byte* source, std::size_t bytes) {
+  // Slices below 256 KiB cost more to hand over than to copy.
+  const std::size_t slices = std::clamp<std::size_t>(bytes / (256 << 10), 1, copier_count);
+  if (slices == 1) {
+    std::memcpy(destination, source, bytes);
+    return;
+  }
+  const std::size_t slice = (bytes / slices + 63) & ~std::size_t{63};
+  std::atomic<std::size_t> remaining{slices - 1};
+  std::mutex mutex;
+  std::condition_variable finished;
+  for (std::size_t i = 1; i < slices; ++i) {
+    const std::size_t begin = std::min(bytes, i * slice);
+    const std::size_t length = std::min(bytes, begin + slice) - begin;
+    boost::asio::post(copiers, [&, begin, length] {
+      std::memcpy(destination + begin, source + begin, length);
+      if (remaining.fetch_sub(1) == 1) {
+        std::lock_guard lock(mutex);
+        finished.notify_one();
+      }
+    });
+  }
+  std::memcpy(destination, source, std::min(bytes, slice));
+  std::unique_lock lock(mutex);
+  finished.wait(lock, [&] { return remaining.load() == 0; });
 }
 
 std::uint64_t engine_core::impl::admit() {
@@ -295,7 +341,7 @@ struct staged_state : std::enable_shared_from_this<staged_state> {
     const std::size_t length = std::min(engine->staging->chunk_bytes(), transfer->bytes - offset);
     CUresult status;
     if (to_device) {
-      std::memcpy(chunk, reinterpret_cast<const std::byte*>(transfer->source.address) + offset, length);
+      engine->parallel_copy(chunk, reinterpret_cast<const std::byte*>(transfer->source.address) + offset, length);
       status = engine->driver.cuMemcpyHtoDAsync(transfer->destination.address + offset, chunk, length, stream);
     } else {
       status = engine->driver.cuMemcpyDtoHAsync(chunk, transfer->source.address + offset, length, stream);
@@ -339,7 +385,8 @@ struct staged_state : std::enable_shared_from_this<staged_state> {
     }
     // Copying out is host work: not on the bridge thread.
     engine->post_work([self = shared_from_this(), chunk, offset, length] {
-      std::memcpy(reinterpret_cast<std::byte*>(self->transfer->destination.address) + offset, chunk, length);
+      self->engine->parallel_copy(reinterpret_cast<std::byte*>(self->transfer->destination.address) + offset, chunk,
+                                  length);
       self->op->add_bytes(length);
       self->engine->staging->release(chunk);
       --self->in_flight;
@@ -386,14 +433,13 @@ prepared_transfer engine_core::prepare_copy(std::string_view operation, std::siz
   transfer.bytes = plan.bytes;
   transfer.source = source;
   transfer.destination = destination;
-  transfer.staged = source.kind == memory_kind::pageable_host || destination.kind == memory_kind::pageable_host;
+  transfer.pageable = source.kind == memory_kind::pageable_host || destination.kind == memory_kind::pageable_host;
   transfer.label = transfer_label(operation, plan.bytes, source.address, destination.address);
-  if (!transfer.staged) {
-    transfer.enqueue = [plan, source, destination](CUstream stream) {
-      const char* call = nullptr;
-      return enqueue_copy_1d(plan, source, destination, stream, call);
-    };
-  }
+  // The direct form; a pageable transfer uses it once its memory is page-locked (registered).
+  transfer.enqueue = [plan, source, destination](CUstream stream) {
+    const char* call = nullptr;
+    return enqueue_copy_1d(plan, source, destination, stream, call);
+  };
   return transfer;
 }
 
@@ -470,6 +516,24 @@ prepared_transfer engine_core::prepare_prefetch(std::string_view operation, CUde
   return transfer;
 }
 
+namespace {
+
+const endpoint& host_side_of(const prepared_transfer& transfer) {
+  return transfer.source.kind == memory_kind::pageable_host ? transfer.source : transfer.destination;
+}
+
+}  // namespace
+
+std::string_view to_string(transfer_plan plan) noexcept {
+  switch (plan) {
+    case transfer_plan::automatic: return "automatic";
+    case transfer_plan::pinned: return "pinned";
+    case transfer_plan::registered: return "registered";
+    case transfer_plan::staged: return "staged";
+  }
+  return "?";
+}
+
 void engine_core::start(std::shared_ptr<operation> op, prepared_transfer prepared, std::optional<CUstream> stream) {
   impl& engine = *impl_;
   const std::uint64_t sequence = engine.admit();
@@ -477,11 +541,47 @@ void engine_core::start(std::shared_ptr<operation> op, prepared_transfer prepare
   const bool sequenced = stream.has_value();
   const CUstream target =
       stream ? *stream : engine.pool[engine.next_pool_stream.fetch_add(1) % engine.pool.size()];
-  const bool staged = transfer->staged;
-  auto submit = [&engine, op, sequence, transfer, target, sequenced, staged] {
+
+  // The planner: page-locked memory goes straight to the copy engine; pageable memory is registered
+  // when it is large and seen again, else staged.
+  transfer_plan plan = transfer->plan;
+  if (!transfer->pageable) {
+    plan = transfer_plan::pinned;
+  } else if (plan == transfer_plan::automatic) {
+    const endpoint& host = host_side_of(*transfer);
+    // The cache first: memory it registered is known to the driver too.
+    if (engine.registrations->worth_registering(host.address, transfer->bytes)) {
+      plan = transfer_plan::registered;
+    } else if (range_known_to_driver(host.address)) {
+      plan = transfer_plan::pinned;  // the caller's own pinned or registered memory, passed as a span
+    } else {
+      engine.registrations->acquire(host.address, transfer->bytes, false);  // remembers a large buffer
+      plan = transfer_plan::staged;
+    }
+  }
+  transfer->plan = plan;
+  (plan == transfer_plan::pinned ? engine.pinned_plans : plan == transfer_plan::registered ? engine.registered_plans
+                                                                                          : engine.staged_plans)++;
+  if (transfer->pageable && engine.options.on_plan) engine.options.on_plan(transfer->operation, plan, transfer->bytes);
+
+  auto submit = [&engine, op, sequence, transfer, target, sequenced] {
     caller_context in_engine(engine.driver, engine.context);
-    if (staged) {
+    if (transfer->plan == transfer_plan::staged) {
       engine.run_staged(op, sequence, transfer, target, sequenced);
+    } else if (transfer->plan == transfer_plan::registered) {
+      // Registering blocks for milliseconds: never on the caller's thread.
+      engine.post_work([&engine, op, sequence, transfer, target, sequenced] {
+        const endpoint& host = host_side_of(*transfer);
+        transfer->hold = engine.registrations->acquire(host.address, transfer->bytes, true);
+        if (!transfer->hold) {
+          engine.staged_plans++;
+          engine.registered_plans--;
+          transfer->plan = transfer_plan::staged;
+          engine.run_staged(op, sequence, transfer, target, sequenced);
+        } else {
+          engine.run_single(op, sequence, transfer, target, sequenced);
+        }
+      });
     } else {
       engine.run_single(op, sequence, transfer, target, sequenced);
     }
@@ -491,6 +591,14 @@ void engine_core::start(std::shared_ptr<operation> op, prepared_transfer prepare
   } else {
     submit();
   }
+}
+
+void engine_core::forget_host_memory(const void* address, std::size_t bytes) {
+  impl_->registrations->forget(reinterpret_cast<std::uintptr_t>(address), bytes);
+}
+
+plan_counts engine_core::counts() const noexcept {
+  return {impl_->pinned_plans.load(), impl_->registered_plans.load(), impl_->staged_plans.load()};
 }
 
 void engine_core::wait_all(std::shared_ptr<operation> op) {

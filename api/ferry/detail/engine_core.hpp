@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <system_error>
 
 #include "ferry/detail/operation.hpp"
@@ -26,6 +27,17 @@ enum class completion_policy {
   blocking_sync,  // the poller sleeps in cuEventSynchronize on blocking-sync events
 };
 
+// How a transfer reaches the device. The engine's planner chooses per op (visible through
+// engine_options::on_plan and engine::plan_counts()); a call can force one.
+enum class transfer_plan {
+  automatic,   // let the planner choose
+  pinned,      // page-locked host memory (or device memory): one DMA, no staging
+  registered,  // a pageable buffer registered once (the registration cache), then one DMA
+  staged,      // pageable memory copied through the pinned staging pool, chunk by chunk
+};
+
+std::string_view to_string(transfer_plan plan) noexcept;
+
 struct engine_options {
   int device = 0;                                      // the engine works in this device's primary context
   std::size_t pool_streams = 4;                        // streams for ops given no stream
@@ -34,7 +46,15 @@ struct engine_options {
   std::chrono::microseconds max_backoff{1000};         // poll: longest sleep between queries while work is pending
   std::size_t staging_chunk_bytes = std::size_t{4} << 20;  // pageable transfers move through chunks of this size
   std::size_t staging_chunks = 8;                      // the pool never holds more than this many chunks
-  std::size_t copy_threads = 2;                        // host threads that fill and drain staging chunks
+  // Host threads that fill and drain staging chunks: each chunk is split among them, because one thread
+  // copies ~10 GB/s and the copy engine moves ~55. 0: the machine's cores, at most 8.
+  std::size_t copy_threads = 0;
+  // Pageable buffers of at least this size that are transferred twice are registered (not staged);
+  // registrations stay up to registration_cache_bytes in all (least recently used dropped first).
+  std::size_t registration_threshold_bytes = std::size_t{32} << 20;
+  std::size_t registration_cache_bytes = std::size_t{8} << 30;
+  // Called with each transfer's plan as it is decided (the trace event), on the initiating thread.
+  std::function<void(std::string_view operation, transfer_plan plan, std::size_t bytes)> on_plan;
   // Called (on an engine thread) with the description of every failed operation: the operation, stream,
   // device, byte range and driver status. error_codes carry the status; this carries the context.
   std::function<void(const std::string&)> on_failure;
@@ -43,12 +63,20 @@ struct engine_options {
 namespace detail {
 
 // A validated transfer, ready to start.
+struct plan_counts {
+  std::size_t pinned = 0;
+  std::size_t registered = 0;
+  std::size_t staged = 0;
+};
+
 struct prepared_transfer {
   std::string operation;
   std::size_t bytes = 0;
   endpoint source{};
   endpoint destination{};
-  bool staged = false;  // pageable host memory: moved through the staging pool
+  bool pageable = false;  // a side is pageable host memory: the planner decides how it moves
+  transfer_plan plan = transfer_plan::automatic;
+  std::shared_ptr<void> hold;  // kept until the GPU is done (a registration lease)
   std::function<CUresult(CUstream)> enqueue;  // single-submission ops: puts the work on a stream
   std::string label;
 };
@@ -89,6 +117,10 @@ class engine_core {
   // Makes work submitted to `then` from now on wait for work submitted to `first` so far (an event;
   // the host does not wait). A failure to record or wait is reported to options.on_failure.
   void order(CUstream first, CUstream then);
+
+  // Drops the engine's registrations of [address, address + bytes) (see registration_cache.hpp).
+  void forget_host_memory(const void* address, std::size_t bytes);
+  plan_counts counts() const noexcept;
 
   // Tells the engine an op's cancellation was requested, so that one waiting for staging gives up now.
   void cancellation_requested(const std::shared_ptr<operation>& op);

@@ -1,0 +1,130 @@
+// The transfer planner: pinned memory goes straight to the copy engine, large pageable buffers seen
+// again are registered once (bounded, least recently used first), others are staged; the decision is
+// visible (on_plan, plan_counts) and can be forced per call. Every transfer is checked byte by byte.
+#include "ferry/engine.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/driver/sim/control.hpp"
+#include "ferry/marshal.hpp"
+#include "tests/support/device_fixture.hpp"
+#include "tests/support/random_bytes.hpp"
+
+namespace asio = boost::asio;
+using namespace ferry;
+using ferry::testing::random_vector;
+using ferry::testing::same_bytes;
+
+namespace {
+
+constexpr std::size_t big = (2 << 20) / 4;  // 2 MiB of uint32: above the test's 1 MiB threshold
+
+struct planner_fixture : ferry::testing::device_fixture {
+  planner_fixture() {
+    options.registration_threshold_bytes = 1 << 20;
+    options.registration_cache_bytes = 5 << 20;  // room for two 2 MiB registrations, not three
+    options.staging_chunk_bytes = 256 << 10;
+    options.on_plan = [this](std::string_view, transfer_plan plan, std::size_t) {
+      std::lock_guard lock(mutex);
+      seen.push_back(plan);
+    };
+    gpu = std::make_unique<engine>(io.get_executor(), options);
+  }
+  ~planner_fixture() { gpu.reset(); }
+
+  std::vector<transfer_plan> plans() {
+    std::lock_guard lock(mutex);
+    return std::exchange(seen, {});
+  }
+  std::size_t registered_now() { return ferry::testing::on_sim() ? sim::current_usage().registered_ranges : 0; }
+
+  asio::io_context io;
+  engine_options options;
+  std::mutex mutex;
+  std::vector<transfer_plan> seen;
+  std::unique_ptr<engine> gpu;
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(planner, planner_fixture)
+
+BOOST_AUTO_TEST_CASE(a_large_pageable_buffer_is_staged_first_then_registered_once_and_reused) {
+  auto values = random_vector<std::uint32_t>(big, 801);
+  auto destination = gpu->allocate<std::uint32_t>(big);
+  for (int round = 0; round < 3; ++round) {
+    auto fresh = random_vector<std::uint32_t>(big, 810 + round);
+    std::copy(fresh.begin(), fresh.end(), values.begin());
+    BOOST_TEST(gpu->poke(std::span<const std::uint32_t>(values), destination.get(), asio::use_future).get() == big * 4);
+    BOOST_TEST(same_bytes(peek_list_array(big, destination.get()), values));
+  }
+  BOOST_TEST((plans() == std::vector{transfer_plan::staged, transfer_plan::registered, transfer_plan::registered}));
+  BOOST_TEST(gpu->plan_counts().registered == 2u);
+  if (ferry::testing::on_sim()) BOOST_TEST(registered_now() == 1u);
+  // Peeking into the registered buffer uses the registration too.
+  std::vector<std::uint32_t> expected = peek_list_array(big, destination.get());
+  std::fill(values.begin(), values.end(), 0xA5A5A5A5u);
+  gpu->peek(device_ptr<const std::uint32_t>(destination.get()), std::span<std::uint32_t>(values), asio::use_future).get();
+  BOOST_TEST(same_bytes(values, expected));
+  BOOST_TEST((plans() == std::vector{transfer_plan::registered}));
+  gpu->forget_host_memory(std::span(values));
+  if (ferry::testing::on_sim()) BOOST_TEST(registered_now() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(small_pageable_transfers_are_staged_and_pinned_spans_go_straight) {
+  auto small = random_vector<std::uint32_t>(1000, 802);
+  auto destination = gpu->allocate<std::uint32_t>(big);
+  gpu->poke(std::span<const std::uint32_t>(small), destination.get(), asio::use_future).get();
+  gpu->poke(std::span<const std::uint32_t>(small), destination.get(), asio::use_future).get();
+  pinned_buffer<std::uint32_t> pinned = pinned_buffer<std::uint32_t>::allocate(big);
+  auto values = random_vector<std::uint32_t>(big, 803);
+  std::copy(values.begin(), values.end(), pinned.data());
+  gpu->poke(std::span<const std::uint32_t>(pinned.span()), destination.get(), asio::use_future).get();
+  BOOST_TEST(same_bytes(peek_list_array(big, destination.get()), values));
+  BOOST_TEST((plans() == std::vector{transfer_plan::staged, transfer_plan::staged, transfer_plan::pinned}));
+}
+
+BOOST_AUTO_TEST_CASE(a_plan_can_be_forced_per_call) {
+  auto values = random_vector<std::uint32_t>(big, 804);
+  auto destination = gpu->allocate<std::uint32_t>(big);
+  gpu->poke(std::span<const std::uint32_t>(values), destination.get(), transfer_options{.plan = transfer_plan::registered},
+            asio::use_future)
+      .get();
+  BOOST_TEST(same_bytes(peek_list_array(big, destination.get()), values));
+  stream s = stream::create();
+  auto other = random_vector<std::uint32_t>(big, 805);
+  std::copy(other.begin(), other.end(), values.begin());
+  gpu->poke(std::span<const std::uint32_t>(values), destination.get(),
+            transfer_options{.stream = stream_ref(s), .plan = transfer_plan::staged}, asio::use_future)
+      .get();
+  BOOST_TEST(same_bytes(peek_list_array(big, destination.get()), other));
+  BOOST_TEST((plans() == std::vector{transfer_plan::registered, transfer_plan::staged}));
+  gpu->forget_host_memory(std::span(values));
+}
+
+BOOST_AUTO_TEST_CASE(the_registration_cache_stays_within_its_bound_dropping_the_least_recently_used) {
+  std::vector<std::vector<std::uint32_t>> buffers;
+  for (int i = 0; i < 3; ++i) buffers.push_back(random_vector<std::uint32_t>(big, 820 + i));
+  auto destination = gpu->allocate<std::uint32_t>(big);
+  for (int round = 0; round < 2; ++round) {
+    for (auto& buffer : buffers) {
+      gpu->poke(std::span<const std::uint32_t>(buffer), destination.get(), asio::use_future).get();
+      BOOST_TEST(same_bytes(peek_list_array(big, destination.get()), buffer));
+      if (ferry::testing::on_sim()) BOOST_TEST(registered_now() <= 2u);
+    }
+  }
+  const auto counts = gpu->plan_counts();
+  BOOST_TEST(counts.registered == 3u);  // the second round registered each (dropping the oldest)
+  BOOST_TEST(counts.staged == 3u);
+  for (auto& buffer : buffers) gpu->forget_host_memory(std::span(buffer));
+  if (ferry::testing::on_sim()) BOOST_TEST(registered_now() == 0u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
