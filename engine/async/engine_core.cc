@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/async/completion_bridge.hpp"
+#include "engine/async/copy_batcher.hpp"
 #include "engine/async/registration_cache.hpp"
 #include "engine/async/staging_pool.hpp"
 #include "engine/async/stream_sequencer.hpp"
@@ -96,7 +97,8 @@ struct engine_core::impl {
   std::unique_ptr<completion_bridge> bridge;
   std::unique_ptr<staging_pool> staging;
   std::unique_ptr<registration_cache> registrations;
-  std::atomic<std::size_t> pinned_plans{0}, registered_plans{0}, staged_plans{0};
+  std::unique_ptr<copy_batcher> batcher;
+  std::atomic<std::size_t> pinned_plans{0}, registered_plans{0}, staged_plans{0}, batched_plans{0};
   std::size_t copier_count;
   boost::asio::thread_pool workers;   // submissions and continuations; they may wait for copiers
   boost::asio::thread_pool copiers;   // memcpy slices only; they never wait, so workers cannot deadlock
@@ -143,6 +145,11 @@ engine_core::impl::impl(const engine_options& opts)
   staging = std::make_unique<staging_pool>(driver, options.staging_chunk_bytes, options.staging_chunks);
   registrations = std::make_unique<registration_cache>(driver, options.registration_cache_bytes,
                                                        options.registration_threshold_bytes);
+  if (options.batch_window.count() > 0) {
+    batcher = std::make_unique<copy_batcher>(
+        driver, context, *bridge, [this] { return pool[next_pool_stream.fetch_add(1) % pool.size()]; },
+        options.batch_window, options.batch_most_copies);
+  }
 }
 
 engine_core::impl::~impl() {
@@ -152,6 +159,7 @@ engine_core::impl::~impl() {
     std::unique_lock lock(live_mutex);
     live_changed.wait(lock, [&] { return live.empty(); });
   }
+  batcher.reset();
   bridge.reset();
   workers.join();
   copiers.join();
@@ -434,6 +442,7 @@ prepared_transfer engine_core::prepare_copy(std::string_view operation, std::siz
   transfer.source = source;
   transfer.destination = destination;
   transfer.pageable = source.kind == memory_kind::pageable_host || destination.kind == memory_kind::pageable_host;
+  transfer.batchable = true;
   transfer.label = transfer_label(operation, plan.bytes, source.address, destination.address);
   // The direct form; a pageable transfer uses it once its memory is page-locked (registered).
   transfer.enqueue = [plan, source, destination](CUstream stream) {
@@ -530,6 +539,7 @@ std::string_view to_string(transfer_plan plan) noexcept {
     case transfer_plan::pinned: return "pinned";
     case transfer_plan::registered: return "registered";
     case transfer_plan::staged: return "staged";
+    case transfer_plan::batched: return "batched";
   }
   return "?";
 }
@@ -559,10 +569,32 @@ void engine_core::start(std::shared_ptr<operation> op, prepared_transfer prepare
       plan = transfer_plan::staged;
     }
   }
+  if (plan == transfer_plan::pinned && !sequenced && engine.batcher && transfer->batchable && transfer->bytes > 0 &&
+      transfer->bytes <= engine.options.batch_max_bytes && engine.sticky.load() == CUDA_SUCCESS) {
+    const bool up = transfer->source.kind != memory_kind::device;
+    const bool down = transfer->destination.kind != memory_kind::device;
+    copy_batcher::copy item{
+        transfer->destination.address, transfer->source.address, transfer->bytes,
+        up ? direction::host_to_device : down ? direction::device_to_host : direction::device_to_device, op,
+        [&engine, op, sequence, transfer](CUresult result) {
+          if (result == CUDA_SUCCESS) {
+            op->add_bytes(transfer->bytes);
+          } else if (result != copy_batcher::not_submitted) {
+            engine.fail(op, result, transfer->label + " (batched) of device " + std::to_string(engine.ordinal));
+          }
+          engine.complete(op, sequence);
+        }};
+    if (engine.batcher->offer(item)) plan = transfer_plan::batched;
+  }
   transfer->plan = plan;
-  (plan == transfer_plan::pinned ? engine.pinned_plans : plan == transfer_plan::registered ? engine.registered_plans
-                                                                                          : engine.staged_plans)++;
-  if (transfer->pageable && engine.options.on_plan) engine.options.on_plan(transfer->operation, plan, transfer->bytes);
+  switch (plan) {
+    case transfer_plan::registered: engine.registered_plans++; break;
+    case transfer_plan::staged: engine.staged_plans++; break;
+    case transfer_plan::batched: engine.batched_plans++; break;
+    default: engine.pinned_plans++; break;
+  }
+  if (engine.options.on_plan) engine.options.on_plan(transfer->operation, plan, transfer->bytes);
+  if (plan == transfer_plan::batched) return;
 
   auto submit = [&engine, op, sequence, transfer, target, sequenced] {
     caller_context in_engine(engine.driver, engine.context);
@@ -598,7 +630,8 @@ void engine_core::forget_host_memory(const void* address, std::size_t bytes) {
 }
 
 plan_counts engine_core::counts() const noexcept {
-  return {impl_->pinned_plans.load(), impl_->registered_plans.load(), impl_->staged_plans.load()};
+  return {impl_->pinned_plans.load(), impl_->registered_plans.load(), impl_->staged_plans.load(),
+          impl_->batched_plans.load()};
 }
 
 void engine_core::wait_all(std::shared_ptr<operation> op) {

@@ -8,7 +8,10 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cstdint>
+#include <atomic>
+#include <chrono>
 #include <mutex>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -125,6 +128,33 @@ BOOST_AUTO_TEST_CASE(the_registration_cache_stays_within_its_bound_dropping_the_
   BOOST_TEST(counts.staged == 3u);
   for (auto& buffer : buffers) gpu->forget_host_memory(std::span(buffer));
   if (ferry::testing::on_sim()) BOOST_TEST(registered_now() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(concurrent_small_copies_are_batched_and_a_lone_one_is_not) {
+  constexpr std::size_t copies = 256, words = 1024;  // 4 KiB each
+  pinned_buffer<std::uint32_t> pinned = pinned_buffer<std::uint32_t>::allocate(copies * words);
+  auto values = random_vector<std::uint32_t>(copies * words, 830);
+  std::copy(values.begin(), values.end(), pinned.data());
+  auto destination = gpu->allocate<std::uint32_t>(copies * words);
+  std::atomic<std::size_t> done{0};
+  for (std::size_t i = 0; i < copies; ++i) {
+    gpu->poke(host_ptr<const std::uint32_t>(pinned.get() + i * words), words, destination.get() + i * words,
+              [&](boost::system::error_code error, std::size_t bytes) {
+                BOOST_TEST(!error);
+                BOOST_TEST(bytes == words * 4);
+                ++done;
+              });
+  }
+  while (done < copies) {
+    io.restart();
+    io.run_for(std::chrono::milliseconds(5));
+  }
+  BOOST_TEST(same_bytes(peek_list_array(copies * words, destination.get()), values));
+  BOOST_TEST(gpu->plan_counts().batched > copies / 2);
+  plans();
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // longer than the window: the next one is alone
+  gpu->poke(host_ptr<const std::uint32_t>(pinned.get()), words, destination.get(), asio::use_future).get();
+  BOOST_TEST((plans() == std::vector{transfer_plan::pinned}));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -34,6 +34,7 @@ enum class transfer_plan {
   pinned,      // page-locked host memory (or device memory): one DMA, no staging
   registered,  // a pageable buffer registered once (the registration cache), then one DMA
   staged,      // pageable memory copied through the pinned staging pool, chunk by chunk
+  batched,     // a small copy coalesced with concurrent ones into one cuMemcpyBatchAsync
 };
 
 std::string_view to_string(transfer_plan plan) noexcept;
@@ -53,6 +54,12 @@ struct engine_options {
   // registrations stay up to registration_cache_bytes in all (least recently used dropped first).
   std::size_t registration_threshold_bytes = std::size_t{32} << 20;
   std::size_t registration_cache_bytes = std::size_t{8} << 30;
+  // Small copies (at most batch_max_bytes, page-locked or device memory, given no stream) that arrive
+  // within batch_window of another are submitted together; none waits longer than the window.
+  // A zero window turns batching off.
+  std::chrono::microseconds batch_window{20};
+  std::size_t batch_max_bytes = std::size_t{64} << 10;
+  std::size_t batch_most_copies = 1024;
   // Called with each transfer's plan as it is decided (the trace event), on the initiating thread.
   std::function<void(std::string_view operation, transfer_plan plan, std::size_t bytes)> on_plan;
   // Called (on an engine thread) with the description of every failed operation: the operation, stream,
@@ -67,6 +74,7 @@ struct plan_counts {
   std::size_t pinned = 0;
   std::size_t registered = 0;
   std::size_t staged = 0;
+  std::size_t batched = 0;
 };
 
 struct prepared_transfer {
@@ -75,6 +83,7 @@ struct prepared_transfer {
   endpoint source{};
   endpoint destination{};
   bool pageable = false;  // a side is pageable host memory: the planner decides how it moves
+  bool batchable = false;  // a plain 1-D copy, which cuMemcpyBatchAsync can carry
   transfer_plan plan = transfer_plan::automatic;
   std::shared_ptr<void> hold;  // kept until the GPU is done (a registration lease)
   std::function<CUresult(CUstream)> enqueue;  // single-submission ops: puts the work on a stream

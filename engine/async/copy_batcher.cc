@@ -1,0 +1,126 @@
+#include "engine/async/copy_batcher.hpp"
+
+namespace ferry::detail {
+
+copy_batcher::copy_batcher(const driver_table& driver, CUcontext context, completion_bridge& bridge,
+                           std::function<CUstream()> next_stream, std::chrono::microseconds window,
+                           std::size_t most_copies)
+    : driver_(driver),
+      context_(context),
+      bridge_(bridge),
+      next_stream_(std::move(next_stream)),
+      window_(window),
+      most_copies_(most_copies),
+      thread_([this] { run(); }) {}
+
+copy_batcher::~copy_batcher() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+bool copy_batcher::offer(copy& item) {
+  std::vector<copy> full;
+  {
+    std::lock_guard lock(mutex_);
+    const auto now = std::chrono::steady_clock::now();
+    const bool burst = now - last_arrival_ < window_;
+    last_arrival_ = now;
+    if (stopping_ || (!burst && open_.empty())) return false;
+    if (open_.empty()) opened_ = now;
+    open_.push_back(std::move(item));
+    if (open_.size() >= most_copies_) full.swap(open_);
+  }
+  if (!full.empty()) {
+    submit(std::move(full));
+  } else {
+    wake_.notify_one();
+  }
+  return true;
+}
+
+void copy_batcher::run() {
+  driver_.cuCtxSetCurrent(context_);
+  std::unique_lock lock(mutex_);
+  while (true) {
+    if (open_.empty()) {
+      if (stopping_) break;
+      wake_.wait(lock, [&] { return stopping_ || !open_.empty(); });
+      continue;
+    }
+    const auto due = opened_ + window_;
+    if (!stopping_ && std::chrono::steady_clock::now() < due) {
+      wake_.wait_until(lock, due);
+      continue;
+    }
+    std::vector<copy> batch;
+    batch.swap(open_);
+    lock.unlock();
+    submit(std::move(batch));
+    lock.lock();
+  }
+}
+
+void copy_batcher::submit(std::vector<copy> batch) {
+  // Cancelled before submission: never submitted.
+  std::vector<copy> live;
+  live.reserve(batch.size());
+  for (copy& item : batch) {
+    if (item.op->cancel_requested()) {
+      item.done(not_submitted);
+    } else {
+      live.push_back(std::move(item));
+    }
+  }
+  if (live.empty()) return;
+  std::vector<CUdeviceptr> destinations, sources;
+  std::vector<std::size_t> sizes;
+  for (const copy& item : live) {
+    destinations.push_back(item.destination);
+    sources.push_back(item.source);
+    sizes.push_back(item.bytes);
+  }
+  CUmemcpyAttributes attributes{};
+  // Stream order is all the copies need: their sources are not touched by the host until completion.
+  attributes.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+  std::size_t attribute_index = 0;
+  const CUstream stream = next_stream_();
+  CUresult status = driver_.cuMemcpyBatchAsync(destinations.data(), sources.data(), sizes.data(), live.size(),
+                                               &attributes, &attribute_index, 1, stream);
+  if (status == CUDA_ERROR_NOT_SUPPORTED) {
+    // A driver without batched copies: one call per copy, still one event for the lot.
+    status = CUDA_SUCCESS;
+    for (std::size_t i = 0; i < live.size() && status == CUDA_SUCCESS; ++i) {
+      switch (live[i].way) {
+        case direction::host_to_device:
+          status = driver_.cuMemcpyHtoDAsync(destinations[i], reinterpret_cast<const void*>(sources[i]), sizes[i], stream);
+          break;
+        case direction::device_to_host:
+          status = driver_.cuMemcpyDtoHAsync(reinterpret_cast<void*>(destinations[i]), sources[i], sizes[i], stream);
+          break;
+        case direction::device_to_device:
+          status = driver_.cuMemcpyDtoDAsync(destinations[i], sources[i], sizes[i], stream);
+          break;
+      }
+    }
+  }
+  batches_++;
+  if (status != CUDA_SUCCESS) {
+    for (copy& item : live) item.done(status);
+    return;
+  }
+  for (copy& item : live) item.op->mark_submitted();
+  auto shared = std::make_shared<std::vector<copy>>(std::move(live));
+  status = bridge_.watch(stream, [shared](CUresult result) {
+    for (copy& item : *shared) item.done(result);
+  });
+  if (status != CUDA_SUCCESS) {
+    const CUresult drained = driver_.cuStreamSynchronize(stream);
+    for (copy& item : *shared) item.done(drained == CUDA_SUCCESS ? status : drained);
+  }
+}
+
+}  // namespace ferry::detail

@@ -1,0 +1,56 @@
+// The parameters of the kernels in kernels/*.cu, as one struct per kernel passed by value. The launcher
+// (engine/kernels), the kernels and their host twins all read this one definition, so the layout in
+// kernelParams cannot drift between them. Plain 64-bit fields: the same layout under nvcc and g++.
+#pragma once
+
+#include <cstdint>
+
+namespace ferry::detail::kernels {
+
+// A 16-byte pattern: byte k is byte k % 8 of `low` (k < 8) or of `high` (k >= 8), least significant
+// first, since both the host and the GPU are little-endian. Fills repeat it from their first byte.
+struct pattern16 {
+  std::uint64_t low;
+  std::uint64_t high;
+};
+
+// ferry_fill_8 and ferry_fill_16: `count` elements of 8 or 16 bytes from `destination`, which needs no
+// particular alignment. ferry_fill_8 reads pattern.low only (pattern.high is ignored), so that an
+// 8-byte fill cannot be handed two different halves.
+struct fill_parameters {
+  std::uint64_t destination;
+  std::uint64_t count;
+  pattern16 pattern;
+};
+
+// ferry_fill_2d: `height` rows of `row_bytes` bytes, row y at base + y * pitch. The launcher replicates
+// the element (1, 2, 4, 8 or 16 bytes) into the 16-byte pattern, which each row repeats from its first
+// byte; the kernel itself never needs the element size.
+struct fill_2d_parameters {
+  std::uint64_t base;
+  std::uint64_t pitch;
+  std::uint64_t row_bytes;
+  std::uint64_t height;
+  pattern16 pattern;
+};
+
+// ferry_copy_blocks: for i in [0, count), copy sizes[i] bytes from sources[i] to destinations[i]. The
+// three are device addresses of arrays of `count` 64-bit words. Blocks run in no particular order and
+// concurrently: no destination may overlap another block's destination or any source.
+struct copy_blocks_parameters {
+  std::uint64_t sources;
+  std::uint64_t destinations;
+  std::uint64_t sizes;
+  std::uint64_t count;
+};
+
+// Threads per block, fixed at compile time so that the kernels can promise it in __launch_bounds__
+// (which lets ptxas budget registers for full occupancy) and the launcher cannot ask for more.
+// Fills: 256 threads, 8 blocks per SM at Hopper's 2048 resident threads, a common sweet spot for
+// store-only streams. Copies: one block of threads per copied block; 128 threads keep 16 copied blocks
+// in flight per SM, which matters when most blocks are small, while 128 x 16 bytes = 2 KiB per pass still
+// needs only 32 passes for the largest (64 KiB) blocks we expect.
+inline constexpr unsigned fill_block_threads = 256;
+inline constexpr unsigned copy_block_threads = 128;
+
+}  // namespace ferry::detail::kernels
