@@ -54,9 +54,18 @@ int main(int argc, char** argv) try {
   const std::size_t largest = sim ? std::size_t{16} << 20 : std::size_t{256} << 20;
   const std::size_t device_copy_bytes = sim ? std::size_t{64} << 20 : std::size_t{4} << 30;
 
+  // The engine's completions run on one io thread; on any exit it is stopped and joined.
   asio::io_context io;
-  auto work = asio::make_work_guard(io);
-  std::thread io_thread([&] { io.run(); });
+  struct io_runner {
+    asio::io_context& io;
+    asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
+    std::thread thread{[this] { io.run(); }};
+    ~io_runner() {
+      work.reset();
+      io.stop();
+      thread.join();
+    }
+  } runner{io};
   engine gpu{io.get_executor()};
   stream raw_stream = stream::create();
   stream raw_stream_2 = stream::create();
@@ -275,8 +284,6 @@ int main(int argc, char** argv) try {
          }});
   }
 
-  work.reset();
-  io_thread.join();
   const std::string machine = !options.machine.empty() ? options.machine
                               : sim                    ? std::string("sim")
                               : gpu_device.name().find("H200") != std::string::npos ? std::string("h200")

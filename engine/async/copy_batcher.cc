@@ -4,13 +4,14 @@ namespace ferry::detail {
 
 copy_batcher::copy_batcher(const driver_table& driver, CUcontext context, completion_bridge& bridge,
                            std::function<CUstream()> next_stream, std::chrono::microseconds window,
-                           std::size_t most_copies)
+                           std::size_t most_copies, std::function<void(const std::string&)> report)
     : driver_(driver),
       context_(context),
       bridge_(bridge),
       next_stream_(std::move(next_stream)),
       window_(window),
       most_copies_(most_copies),
+      report_(std::move(report)),
       thread_([this] { run(); }) {}
 
 copy_batcher::~copy_batcher() {
@@ -90,8 +91,16 @@ void copy_batcher::submit(std::vector<copy> batch) {
   const CUstream stream = next_stream_();
   CUresult status = driver_.cuMemcpyBatchAsync(destinations.data(), sources.data(), sizes.data(), live.size(),
                                                &attributes, &attribute_index, 1, stream);
-  if (status == CUDA_ERROR_NOT_SUPPORTED) {
-    // A driver without batched copies: one call per copy, still one event for the lot.
+  if (status != CUDA_SUCCESS) {
+    // A driver without batched copies, or a batch it refuses as a whole (it enqueues nothing then):
+    // one call per copy, so that each copy's own status reaches its op; still one event for the lot.
+    batch_refusals_++;
+    if (report_) {
+      const char* name = nullptr;
+      driver_.cuGetErrorName(status, &name);
+      report_("cuMemcpyBatchAsync refused a batch of " + std::to_string(live.size()) + " copies with " +
+              (name ? name : std::to_string(static_cast<int>(status))) + "; submitted one by one");
+    }
     status = CUDA_SUCCESS;
     for (std::size_t i = 0; i < live.size() && status == CUDA_SUCCESS; ++i) {
       switch (live[i].way) {

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -39,7 +40,8 @@ class copy_batcher {
   };
 
   copy_batcher(const driver_table& driver, CUcontext context, completion_bridge& bridge,
-               std::function<CUstream()> next_stream, std::chrono::microseconds window, std::size_t most_copies);
+               std::function<CUstream()> next_stream, std::chrono::microseconds window, std::size_t most_copies,
+               std::function<void(const std::string&)> report);
   copy_batcher(const copy_batcher&) = delete;
   copy_batcher& operator=(const copy_batcher&) = delete;
   // Submits what is collected, then stops the thread.
@@ -50,6 +52,8 @@ class copy_batcher {
   bool offer(copy& item);
 
   std::size_t batches_submitted() const noexcept { return batches_.load(); }
+  // Batches the driver refused as a whole (then submitted copy by copy).
+  std::size_t batch_refusals() const noexcept { return batch_refusals_.load(); }
 
  private:
   void run();
@@ -61,6 +65,7 @@ class copy_batcher {
   std::function<CUstream()> next_stream_;
   std::chrono::microseconds window_;
   std::size_t most_copies_;
+  std::function<void(const std::string&)> report_;  // engine_options::on_failure, for refused batches
 
   std::mutex mutex_;
   std::condition_variable wake_;
@@ -69,6 +74,7 @@ class copy_batcher {
   std::chrono::steady_clock::time_point last_arrival_;
   bool stopping_ = false;
   std::atomic<std::size_t> batches_{0};
+  std::atomic<std::size_t> batch_refusals_{0};
   std::thread thread_;
 };
 

@@ -148,7 +148,7 @@ engine_core::impl::impl(const engine_options& opts)
   if (options.batch_window.count() > 0) {
     batcher = std::make_unique<copy_batcher>(
         driver, context, *bridge, [this] { return pool[next_pool_stream.fetch_add(1) % pool.size()]; },
-        options.batch_window, options.batch_most_copies);
+        options.batch_window, options.batch_most_copies, options.on_failure);
   }
 }
 
@@ -562,7 +562,8 @@ void engine_core::start(std::shared_ptr<operation> op, prepared_transfer prepare
     // The cache first: memory it registered is known to the driver too.
     if (engine.registrations->worth_registering(host.address, transfer->bytes)) {
       plan = transfer_plan::registered;
-    } else if (range_known_to_driver(host.address)) {
+    } else if (auto known = range_known_to_driver(host.address);
+               known && host.address + transfer->bytes <= known->base + known->size) {
       plan = transfer_plan::pinned;  // the caller's own pinned or registered memory, passed as a span
     } else {
       engine.registrations->acquire(host.address, transfer->bytes, false);  // remembers a large buffer

@@ -8,6 +8,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>
+#include <mutex>
+#include <string>
 #include <cstdint>
 #include <thread>
 #include <vector>
@@ -23,8 +25,16 @@ BOOST_FIXTURE_TEST_SUITE(concurrency, ferry::testing::device_fixture)
 BOOST_AUTO_TEST_CASE(ten_thousand_coroutines_round_trip_their_own_buffers) {
   constexpr int coroutines = 10000;
   asio::io_context io(4);
-  engine gpu{io.get_executor()};
+  std::mutex mutex;
+  engine_options options;
+  std::vector<std::string> reports;
+  options.on_failure = [&](const std::string& message) {
+    std::lock_guard lock(mutex);
+    if (reports.size() < 3) reports.push_back(message);
+  };
+  engine gpu{io.get_executor(), options};
   std::atomic<int> verified{0}, failed{0};
+  std::string first_failure;
   for (int i = 0; i < coroutines; ++i) {
     asio::co_spawn(io, [&, i]() -> asio::awaitable<void> {
       const std::size_t count = 64 + (i * 7919) % 4000;
@@ -36,13 +46,23 @@ BOOST_AUTO_TEST_CASE(ten_thousand_coroutines_round_trip_their_own_buffers) {
       std::vector<std::uint8_t> back(count, 0xA5);
       co_await gpu.peek(device_ptr<const std::uint8_t>(b.get()), std::span<std::uint8_t>(back), asio::use_awaitable);
       ++(back == values ? verified : failed);
-    }, [&](std::exception_ptr error) { if (error) ++failed; });
+    }, [&](std::exception_ptr error) {
+      if (!error) return;
+      ++failed;
+      try {
+        std::rethrow_exception(error);
+      } catch (const std::exception& e) {
+        std::lock_guard lock(mutex);
+        if (first_failure.empty()) first_failure = e.what();
+      }
+    });
   }
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) threads.emplace_back([&] { io.run(); });
   for (auto& thread : threads) thread.join();
   BOOST_TEST(verified.load() == coroutines);
-  BOOST_TEST(failed.load() == 0);
+  BOOST_TEST(failed.load() == 0, "first failure: " << first_failure);
+  for (const std::string& report : reports) BOOST_TEST_MESSAGE("engine reported: " << report);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

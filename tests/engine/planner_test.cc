@@ -94,6 +94,18 @@ BOOST_AUTO_TEST_CASE(small_pageable_transfers_are_staged_and_pinned_spans_go_str
   BOOST_TEST((plans() == std::vector{transfer_plan::staged, transfer_plan::staged, transfer_plan::pinned}));
 }
 
+BOOST_AUTO_TEST_CASE(a_buffer_that_grows_past_its_registration_is_not_sent_as_if_all_of_it_were_pinned) {
+  auto values = random_vector<std::uint32_t>(2 * big, 806);
+  auto destination = gpu->allocate<std::uint32_t>(2 * big);
+  const std::span<const std::uint32_t> front(values.data(), big), whole(values);
+  gpu->poke(front, destination.get(), asio::use_future).get();
+  gpu->poke(front, destination.get(), asio::use_future).get();  // registers the front half
+  BOOST_TEST(gpu->poke(whole, destination.get(), asio::use_future).get() == 2 * big * 4);
+  BOOST_TEST(same_bytes(peek_list_array(2 * big, destination.get()), values));
+  BOOST_TEST((plans() == std::vector{transfer_plan::staged, transfer_plan::registered, transfer_plan::staged}));
+  gpu->forget_host_memory(std::span(values));
+}
+
 BOOST_AUTO_TEST_CASE(a_plan_can_be_forced_per_call) {
   auto values = random_vector<std::uint32_t>(big, 804);
   auto destination = gpu->allocate<std::uint32_t>(big);

@@ -1,0 +1,72 @@
+// The host forms of the kernels in kernels/: the sim backend's twins run them, and the tests on a GPU
+// run them as the reference the kernels are compared with, so twin and reference are one piece of code.
+// They take the kernels' own parameter structs and cut every range with the kernels' own layout
+// functions (kernels/layout.hpp), so that the sim runs the splits the GPU runs; only the accesses differ
+// (memcpy in order here, wide loads and stores in parallel there).
+//
+// Device addresses become host memory through `to_host(address, bytes) -> void*`, which throws when
+// [address, address + bytes) is not memory the kernel may touch: ferry::sim::host_address in the twins,
+// a map onto host copies of device buffers in the tests.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/layout.hpp"
+#include "kernels/parameters.hpp"
+
+namespace ferry::detail::host_kernels {
+
+// Writes bytes [0, bytes) of a fill that repeats `pattern` from device address `address` to `host`,
+// the memory that stands for that address.
+void fill_range(std::uint64_t address, std::byte* host, std::uint64_t bytes, kernels::pattern16 pattern) noexcept;
+
+// Copies `bytes` bytes from `from` to `to`, the memory that stands for device addresses `source` and
+// `destination`, in the pieces ferry_copy_blocks cuts.
+void copy_range(std::uint64_t source, std::uint64_t destination, const std::byte* from, std::byte* to,
+                std::uint64_t bytes) noexcept;
+
+// ferry_fill_8 (element_size 8) and ferry_fill_16 (element_size 16).
+template <class ToHost>
+void fill(std::uint64_t element_size, const kernels::fill_parameters& p, ToHost&& to_host) {
+  const std::uint64_t bytes = p.count * element_size;
+  if (bytes == 0) return;
+  const kernels::pattern16 pattern = element_size == 8 ? kernels::pattern16{p.pattern.low, p.pattern.low} : p.pattern;
+  fill_range(p.destination, static_cast<std::byte*>(to_host(p.destination, bytes)), bytes, pattern);
+}
+
+// ferry_fill_2d. Each row is looked up on its own: the kernel touches the rows, not the gaps between them.
+template <class ToHost>
+void fill_2d(const kernels::fill_2d_parameters& p, ToHost&& to_host) {
+  if (p.row_bytes == 0) return;
+  for (std::uint64_t y = 0; y < p.height; ++y) {
+    const std::uint64_t row = p.base + y * p.pitch;
+    fill_range(row, static_cast<std::byte*>(to_host(row, p.row_bytes)), p.row_bytes, p.pattern);
+  }
+}
+
+// ferry_copy_blocks. The three arrays are device memory too, read through to_host like the blocks.
+template <class ToHost>
+void copy_blocks(const kernels::copy_blocks_parameters& p, ToHost&& to_host) {
+  if (p.count == 0) return;
+  const std::uint64_t array_bytes = p.count * sizeof(std::uint64_t);
+  const auto* sources = static_cast<const std::byte*>(to_host(p.sources, array_bytes));
+  const auto* destinations = static_cast<const std::byte*>(to_host(p.destinations, array_bytes));
+  const auto* sizes = static_cast<const std::byte*>(to_host(p.sizes, array_bytes));
+  const auto word = [](const std::byte* array, std::uint64_t i) {
+    std::uint64_t value = 0;
+    std::memcpy(&value, array + i * sizeof value, sizeof value);
+    return value;
+  };
+  for (std::uint64_t i = 0; i < p.count; ++i) {
+    const std::uint64_t source = word(sources, i);
+    const std::uint64_t destination = word(destinations, i);
+    const std::uint64_t bytes = word(sizes, i);
+    if (bytes == 0) continue;  // the kernel touches neither end of an empty block
+    copy_range(source, destination, static_cast<const std::byte*>(to_host(source, bytes)),
+               static_cast<std::byte*>(to_host(destination, bytes)), bytes);
+  }
+}
+
+}  // namespace ferry::detail::host_kernels
