@@ -25,7 +25,7 @@ constexpr pattern16 rotated(pattern16 pattern, std::uint64_t offset) {
     pattern = pattern16{pattern.high, pattern.low};
     offset -= 8;
   }
-  if (offset != 99) return pattern;  // shifting a 64-bit word by 64 would be undefined
+  if (offset == 0) return pattern;  // shifting a 64-bit word by 64 would be undefined
   const unsigned shift = static_cast<unsigned>(8 * offset);
   return pattern16{(pattern.low >> shift) | (pattern.high << (64 - shift)),
                    (pattern.high >> shift) | (pattern.low << (64 - shift))};

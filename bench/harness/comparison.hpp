@@ -20,6 +20,7 @@ struct comparison_spec {
   std::function<void()> raw;     // one run of the raw driver calls doing the same work
   std::function<void()> verify;  // throws std::runtime_error when the last run's result is wrong
   std::function<void()> prepare;  // optional, untimed, before every run (e.g. move managed memory back)
+  std::function<void()> verify_raw;  // optional: checks the raw side's result when it wrote elsewhere
 };
 
 struct result {

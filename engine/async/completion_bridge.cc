@@ -1,6 +1,7 @@
 #include "engine/async/completion_bridge.hpp"
 
 #include <pthread.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include <algorithm>
@@ -46,6 +47,7 @@ CUresult completion_bridge::watch(CUstream stream, continuation done) {
     return status;
   }
   item->stream = stream;
+  item->since = std::chrono::steady_clock::now();
   item->done = std::move(done);
   item->bridge = this;
   if (options_.policy == completion_policy::host_callback) {
@@ -132,7 +134,8 @@ void completion_bridge::finish(std::vector<std::pair<entry_ptr, CUresult>>& fini
 
 void completion_bridge::run() {
   driver_.cuCtxSetCurrent(context_);
-  auto backoff = std::chrono::microseconds(1);
+  // Linux lets a sleep overrun by up to 50 us (timer slack); the backoff sleeps are meant to be short.
+  ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   std::unique_lock lock(mutex_);
   while (true) {
     if (pending_count_ == 0) {
@@ -148,7 +151,6 @@ void completion_bridge::run() {
         continue;
       }
       wake_.wait(lock, [&] { return pending_count_ > 0 || stopping_; });
-      backoff = std::chrono::microseconds(1);
       continue;
     }
     if (options_.policy == completion_policy::blocking_sync) {
@@ -174,7 +176,6 @@ void completion_bridge::run() {
     auto finished = collect_finished(lock);
     if (!finished.empty()) {
       last_activity_ = std::chrono::steady_clock::now();
-      backoff = std::chrono::microseconds(1);
       lock.unlock();
       finish(finished);
       lock.lock();
@@ -201,15 +202,20 @@ void completion_bridge::run() {
       }
       continue;
     }
-    const auto idle = std::chrono::steady_clock::now() - last_activity_;
-    if (idle < options_.spin_window) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_activity_ < options_.spin_window) {
       // Young work: keep querying (each query already costs ~0.3 us, so no pause is needed).
       lock.unlock();
       std::this_thread::yield();
       lock.lock();
     } else {
+      // Old work: sleep in proportion to how long the oldest pending work has run, so that noticing its
+      // end late costs under 1% of its duration, and a long transfer costs few wake-ups.
+      auto oldest = now;
+      for (const auto& [stream, queue] : pending_) oldest = std::min(oldest, queue.front()->since);
+      const auto proportional = std::chrono::duration_cast<std::chrono::microseconds>(now - oldest) / 128;
+      const auto backoff = std::clamp(proportional, std::chrono::microseconds(2), options_.max_backoff);
       wake_.wait_for(lock, backoff);
-      backoff = std::min(backoff * 2, options_.max_backoff);
     }
   }
   lock.unlock();

@@ -50,6 +50,7 @@ class completion_bridge {
     CUstream stream = nullptr;
     continuation done;
     std::uint64_t sequence = 0;
+    std::chrono::steady_clock::time_point since;  // when it was watched
     std::atomic<bool> fired{false};  // host_callback: the callback after the event has run
     bool failure_seen = false;       // host_callback: its event reported a failure, so no callback will come
     completion_bridge* bridge = nullptr;

@@ -226,6 +226,38 @@ bytes reference_copy(const arena& source, const arena& destination, const arena&
 
 }  // namespace
 
+// The arithmetic the GPU kernels share with their twins, against its definitions, so that what only a
+// GPU would show (an access wider than both ends are aligned to, a store of the wrong rotation) shows here.
+BOOST_AUTO_TEST_CASE(layout_arithmetic_keeps_its_definitions) {
+  using namespace detail::kernels;
+  for (std::uint64_t difference = 0; difference < 64; ++difference) {
+    std::uint64_t widest = 16;
+    while (difference % widest != 0) widest /= 2;
+    BOOST_CHECK_EQUAL(copy_width(1000 + difference, 1000), widest);
+    BOOST_CHECK_EQUAL(copy_width(1000, 1000 + difference), widest);
+  }
+  const pattern16 counting{0x0706050403020100u, 0x0f0e0d0c0b0a0908u};
+  for (std::uint64_t offset = 0; offset < 40; ++offset) {
+    const pattern16 r = rotated(counting, offset);
+    for (std::uint64_t k = 0; k < 16; ++k) {
+      BOOST_CHECK_EQUAL(pattern_byte(r, k), (offset + k) % 16);
+      BOOST_CHECK_EQUAL(pattern_byte(counting, offset + k), (offset + k) % 16);
+    }
+  }
+  for (std::uint64_t width : {1, 2, 4, 8, 16}) {
+    for (std::uint64_t address = 1024; address < 1064; ++address) {
+      for (std::uint64_t size = 0; size < 70; ++size) {
+        const split parts = split_at_width(address, size, width);
+        const bool ok = parts.head + parts.units * width + parts.tail == size && parts.head < width &&
+                        (parts.head == size || (address + parts.head) % width == 0) && parts.tail < width &&
+                        (parts.tail == 0 || parts.head < size);
+        BOOST_CHECK_MESSAGE(ok, "split_at_width(" << address << ", " << size << ", " << width << ") = {" << parts.head
+                                                  << ", " << parts.units << ", " << parts.tail << "}");
+      }
+    }
+  }
+}
+
 BOOST_FIXTURE_TEST_SUITE(kernels_suite, kernels_fixture)
 
 BOOST_AUTO_TEST_CASE(fill_8_writes_every_element_and_nothing_around_them) {

@@ -44,7 +44,9 @@ struct engine_options {
   std::size_t pool_streams = 4;                        // streams for ops given no stream
   completion_policy policy = completion_policy::poll;
   std::chrono::microseconds spin_window{200};          // poll: spin this long after the last activity
-  std::chrono::microseconds max_backoff{1000};         // poll: longest sleep between queries while work is pending
+  // poll: longest sleep between queries while work is pending (sleeps grow with the age of the oldest
+  // pending work, 1/128 of it, so that a late look costs under 1% of a transfer's time).
+  std::chrono::microseconds max_backoff{1000};
   std::size_t staging_chunk_bytes = std::size_t{4} << 20;  // pageable transfers move through chunks of this size
   std::size_t staging_chunks = 8;                      // the pool never holds more than this many chunks
   // Host threads that fill and drain staging chunks: each chunk is split among them, because one thread
