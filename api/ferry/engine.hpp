@@ -250,16 +250,16 @@ class engine {
                           stream.get(), std::forward<Token>(token));
   }
 
-  // ---- memset (elements of 1, 2 or 4 bytes) and managed prefetch: void(error_code)
+  // ---- memset (elements of 1, 2, 4, 8 or 16 bytes) and managed prefetch: void(error_code)
 
   template <storable T, class Token>
   auto memset(device_ptr<T> destination, std::size_t count, const T& value, Token&& token) {
-    return start_status(core_->prepare_fill("engine::memset", destination.get(), count, sizeof(T), detail::fill_pattern(value)),
+    return start_status(core_->prepare_fill("engine::memset", destination.get(), count, sizeof(T), &value),
                         std::nullopt, std::forward<Token>(token));
   }
   template <storable T, class Token>
   auto memset(device_ptr<T> destination, std::size_t count, const T& value, stream_ref stream, Token&& token) {
-    return start_status(core_->prepare_fill("engine::memset", destination.get(), count, sizeof(T), detail::fill_pattern(value)),
+    return start_status(core_->prepare_fill("engine::memset", destination.get(), count, sizeof(T), &value),
                         stream.get(), std::forward<Token>(token));
   }
 

@@ -259,15 +259,17 @@ decltype(auto) with_list_array_len(std::span<const T> values, F&& f) {
 
 // ---- Utility
 
-// Sets `count` elements to `value`. Elements of 1, 2 or 4 bytes; other sizes throw std::invalid_argument.
+// Sets `count` elements to `value`. Elements of 1, 2, 4, 8 or 16 bytes (the seed's 8-, 16- and 32-bit
+// values through the driver, 64- and 128-bit ones through ferry's fill kernel); other sizes throw
+// std::invalid_argument.
 template <storable T>
 void memset(device_ptr<T> destination, std::size_t count, const T& value) {
-  detail::fill("memset", destination.get(), count, sizeof(T), detail::fill_pattern(value), std::nullopt);
+  detail::fill("memset", destination.get(), count, sizeof(T), &value, std::nullopt);
 }
 
 template <storable T>
 void memset_async(device_ptr<T> destination, std::size_t count, const T& value, stream_ref stream) {
-  detail::fill("memset_async", destination.get(), count, sizeof(T), detail::fill_pattern(value), stream.get());
+  detail::fill("memset_async", destination.get(), count, sizeof(T), &value, stream.get());
 }
 
 // The device address of mapped page-locked memory (alloc_flags::device_mapped or

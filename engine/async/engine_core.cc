@@ -7,6 +7,7 @@
 #include <boost/asio/thread_pool.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -278,6 +279,7 @@ void engine_core::impl::run_single(std::shared_ptr<operation> op, std::uint64_t 
     } else {
       fail(op, result, where(*transfer, stream));
     }
+    transfer->hold.reset();  // the GPU is done with the memory: the registration is free before the caller hears
     complete(op, sequence);
   });
   finished_submitting();
@@ -491,7 +493,7 @@ prepared_transfer engine_core::prepare_copy_peer(std::string_view operation, std
 }
 
 prepared_transfer engine_core::prepare_fill(std::string_view operation, CUdeviceptr destination, std::size_t count,
-                                            std::size_t element_size, std::uint32_t pattern) {
+                                            std::size_t element_size, const void* value) {
   caller_context in_engine(impl_->driver, impl_->context);
   const std::size_t bytes = plan_fill(operation, destination, count, element_size);
   prepared_transfer transfer;
@@ -500,9 +502,11 @@ prepared_transfer engine_core::prepare_fill(std::string_view operation, CUdevice
   transfer.destination = device_side("destination", destination);
   transfer.label = std::string(operation) + ": " + std::to_string(count) + " elements of " +
                    std::to_string(element_size) + " bytes at " + hex(destination);
+  std::array<std::byte, 16> pattern{};  // the op may start after the caller's value is gone
+  std::memcpy(pattern.data(), value, element_size);
   transfer.enqueue = [destination, count, element_size, pattern](CUstream stream) {
     const char* call = nullptr;
-    return enqueue_fill(destination, count, element_size, pattern, stream, call);
+    return enqueue_fill(destination, count, element_size, pattern.data(), stream, call);
   };
   return transfer;
 }

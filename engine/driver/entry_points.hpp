@@ -34,6 +34,7 @@
   X(cuCtxSetCurrent, 4000)                \
   X(cuCtxPushCurrent, 4000)               \
   X(cuCtxPopCurrent, 4000)                \
+  X(cuCtxGetId, 12000)                     \
   X(cuCtxGetDevice, 2000)                 \
   X(cuCtxSynchronize, 2000)               \
   X(cuCtxEnablePeerAccess, 4000)          \

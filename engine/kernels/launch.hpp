@@ -7,10 +7,9 @@
 // kernel; the launch itself neither reads nor checks it.
 //
 // Loading: the first launch in a context loads the kernels into it (one module: cuModuleLoadData of the
-// embedded fatbin, thread-safe), and they stay loaded until unload_kernels() in that context. Call it
-// before ending a context that launched kernels (destroying a created context, or releasing the last
-// retain of a primary context): the driver frees the module with the context, but ferry cannot see that
-// happen, and a primary context that comes back has the same handle.
+// embedded fatbin, thread-safe), and they stay loaded for the context's life (the driver frees the
+// module with the context; ferry keys its modules by context ID, so a context that comes back loads
+// them again). unload_kernels() unloads them earlier.
 //
 // Errors: no function throws; each returns the driver status. CUDA_ERROR_INVALID_VALUE for arguments the
 // kernel cannot take (see kernel_parameters.hpp), found before anything is loaded or enqueued;

@@ -1,13 +1,10 @@
-// One module per context, in a process-wide map from context to module. The map holds what cannot be
+// One module per context, in a process-wide map from context ID to module. The map holds what cannot be
 // asked of the driver: whether this context has the kernels yet.
 //
-// Why the module stays until unload_kernels() rather than being unloaded by something automatic: the
-// driver table offers no way to learn that a context died (a destroyed context, or a primary context
-// whose last retain was released). The driver then frees the module itself, but the map cannot see it;
-// and a primary context that comes back has the same handle, so the map would hand out functions of a
-// module that no longer exists. Whoever ends a context it launched kernels in (a test fixture, the owner
-// of an engine) calls unload_kernels() first. Keying by a context ID (cuCtxGetId) would remove that
-// rule, but the driver table does not carry that entry point.
+// Keyed by cuCtxGetId, not by handle: when a context dies (destroyed, or a primary context whose last
+// retain was released) the driver frees its module, and a primary context that comes back keeps its
+// handle but gets a new ID, so a dead context's entry is never handed out. Such entries stay in the map
+// (a few words each; the module itself is gone with its context); unload_kernels() drops one early.
 #include "engine/kernels/loaded_kernels.hpp"
 
 #include <mutex>
@@ -30,7 +27,7 @@ struct module_map {
   // Held while a context's module loads: a first launch waits for another thread's load of the same
   // module instead of loading a second one. Loads are rare (once per context), launches only look up.
   std::mutex mutex;
-  std::unordered_map<CUcontext, module_entry> by_context;
+  std::unordered_map<unsigned long long, module_entry> by_context;  // by cuCtxGetId
 };
 
 // Leaked: at exit the driver unloads the modules of live contexts with the contexts, and a static
@@ -78,16 +75,18 @@ CUresult current_kernels(loaded_kernels& out) noexcept try {
   CUcontext context = nullptr;
   if (CUresult status = driver.cuCtxGetCurrent(&context); status != CUDA_SUCCESS) return status;
   if (context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  unsigned long long id = 0;
+  if (CUresult status = driver.cuCtxGetId(context, &id); status != CUDA_SUCCESS) return status;
   module_map& map = modules();
   std::lock_guard lock(map.mutex);
-  if (auto known = map.by_context.find(context); known != map.by_context.end()) {
+  if (auto known = map.by_context.find(id); known != map.by_context.end()) {
     out = known->second.kernels;
     return CUDA_SUCCESS;
   }
   // The sim finds a kernel's twin by name when the module is asked for the function.
   if (active_backend() == backend_kind::sim) register_twins();
   // The entry first, so that a failure to allocate it cannot leave a loaded module without one.
-  const auto entry = map.by_context.try_emplace(context).first;
+  const auto entry = map.by_context.try_emplace(id).first;
   if (CUresult status = load(driver, entry->second); status != CUDA_SUCCESS) {
     map.by_context.erase(entry);
     return status;
@@ -106,9 +105,11 @@ CUresult unload_current_kernels() noexcept try {
   CUcontext context = nullptr;
   if (CUresult status = driver.cuCtxGetCurrent(&context); status != CUDA_SUCCESS) return status;
   if (context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  unsigned long long id = 0;
+  if (CUresult status = driver.cuCtxGetId(context, &id); status != CUDA_SUCCESS) return status;
   module_map& map = modules();
   std::lock_guard lock(map.mutex);
-  auto known = map.by_context.find(context);
+  auto known = map.by_context.find(id);
   if (known == map.by_context.end()) return CUDA_SUCCESS;
   const CUmodule module = known->second.module;
   // Forgotten whatever the driver answers: a module that failed to unload (in a context with a sticky

@@ -1,6 +1,8 @@
+#include <cstring>
 #include <string>
 
 #include "engine/driver/driver_table.hpp"
+#include "engine/kernels/launch.hpp"
 #include "engine/memory/known_ranges.hpp"
 #include "engine/transfer/plans.hpp"
 #include "engine/transfer/stream_names.hpp"
@@ -10,9 +12,9 @@
 namespace ferry::detail {
 
 std::size_t plan_fill(std::string_view operation, CUdeviceptr destination, std::size_t count, std::size_t element_size) {
-  if (element_size != 1 && element_size != 2 && element_size != 4) {
+  if (element_size != 1 && element_size != 2 && element_size != 4 && element_size != 8 && element_size != 16) {
     throw_invalid_argument(operation, "element size " + std::to_string(element_size) +
-                                          " bytes is not supported (memset sets elements of 1, 2 or 4 bytes)");
+                                          " bytes is not supported (memset sets elements of 1, 2, 4, 8 or 16 bytes)");
   }
   const std::size_t bytes = byte_size(operation, "count", count, element_size);
   if (destination % element_size != 0) {
@@ -23,27 +25,41 @@ std::size_t plan_fill(std::string_view operation, CUdeviceptr destination, std::
   return bytes;
 }
 
-CUresult enqueue_fill(CUdeviceptr destination, std::size_t count, std::size_t element_size, std::uint32_t pattern,
+CUresult enqueue_fill(CUdeviceptr destination, std::size_t count, std::size_t element_size, const void* pattern,
                       stream_choice stream, const char*& call) {
   const auto& driver = detail::driver();
+  std::uint32_t small = 0;
+  if (element_size <= sizeof(small)) std::memcpy(&small, pattern, element_size);
   switch (element_size) {
     case 1:
       call = stream ? "cuMemsetD8Async" : "cuMemsetD8";
-      return stream ? driver.cuMemsetD8Async(destination, static_cast<unsigned char>(pattern), count, *stream)
-                    : driver.cuMemsetD8(destination, static_cast<unsigned char>(pattern), count);
+      return stream ? driver.cuMemsetD8Async(destination, static_cast<unsigned char>(small), count, *stream)
+                    : driver.cuMemsetD8(destination, static_cast<unsigned char>(small), count);
     case 2:
       call = stream ? "cuMemsetD16Async" : "cuMemsetD16";
-      return stream ? driver.cuMemsetD16Async(destination, static_cast<unsigned short>(pattern), count, *stream)
-                    : driver.cuMemsetD16(destination, static_cast<unsigned short>(pattern), count);
-    default:
+      return stream ? driver.cuMemsetD16Async(destination, static_cast<unsigned short>(small), count, *stream)
+                    : driver.cuMemsetD16(destination, static_cast<unsigned short>(small), count);
+    case 4:
       call = stream ? "cuMemsetD32Async" : "cuMemsetD32";
-      return stream ? driver.cuMemsetD32Async(destination, pattern, count, *stream)
-                    : driver.cuMemsetD32(destination, pattern, count);
+      return stream ? driver.cuMemsetD32Async(destination, small, count, *stream)
+                    : driver.cuMemsetD32(destination, small, count);
+    default: {
+      // The driver has no memset wider than 32 bits: ferry's fill kernel. The synchronous form runs it on
+      // the legacy stream, as cuMemsetD32 does, and waits for it.
+      call = "the fill kernel (cuLaunchKernel)";
+      const CUstream on = stream ? *stream : nullptr;
+      CUresult status = launch_fill(destination, count, element_size, pattern, on);
+      if (status == CUDA_SUCCESS && !stream) {
+        call = "cuStreamSynchronize after the fill kernel";
+        status = driver.cuStreamSynchronize(nullptr);
+      }
+      return status;
+    }
   }
 }
 
 void fill(std::string_view operation, CUdeviceptr destination, std::size_t count, std::size_t element_size,
-          std::uint32_t pattern, stream_choice stream) {
+          const void* pattern, stream_choice stream) {
   const std::size_t bytes = plan_fill(operation, destination, count, element_size);
   if (bytes == 0) return;
   const char* call = nullptr;

@@ -34,7 +34,8 @@ std::size_t plan_copy_peer(std::string_view operation, std::size_t count, std::s
                            CUcontext source_context, CUdeviceptr destination, CUcontext destination_context);
 
 std::size_t plan_fill(std::string_view operation, CUdeviceptr destination, std::size_t count, std::size_t element_size);
-CUresult enqueue_fill(CUdeviceptr destination, std::size_t count, std::size_t element_size, std::uint32_t pattern,
+// `pattern`: element_size bytes. No stream: the legacy stream, waited for.
+CUresult enqueue_fill(CUdeviceptr destination, std::size_t count, std::size_t element_size, const void* pattern,
                       stream_choice stream, const char*& call);
 
 std::size_t plan_prefetch(std::string_view operation, CUdeviceptr pointer, std::size_t count, std::size_t element_size,

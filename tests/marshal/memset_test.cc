@@ -30,7 +30,7 @@ void check_memset(std::size_t total, std::size_t first, std::size_t n, T value, 
     memset(device.get() + static_cast<std::ptrdiff_t>(first), n, value);
   }
   auto expected = initial;
-  for (std::size_t i = first; i < first + n; ++i) expected[i] = value;
+  for (std::size_t i = first; i < first + n; ++i) std::memcpy(&expected[i], &value, sizeof(T));
   auto back = peek_list_array(total, device.get());
   auto difference = ferry::testing::first_difference(std::as_bytes(std::span(expected)), std::as_bytes(std::span(back)));
   BOOST_CHECK_MESSAGE(!difference, sizeof(T) << "-byte memset: first differing byte at " << difference.value_or(0));
@@ -55,10 +55,26 @@ BOOST_AUTO_TEST_CASE(memset_of_32_bit_values_sets_the_range_and_leaves_its_neigh
   check_memset<float>(70001, 1, 70000, 3.25f, true);
 }
 
+BOOST_AUTO_TEST_CASE(memset_of_64_bit_values_sets_the_range_and_leaves_its_neighbours) {
+  check_memset<std::uint64_t>(70001, 3, 69990, 0x0123456789abcdefull, false);
+  check_memset<double>(70001, 1, 5, -2.75e-300, true);
+}
+
+struct sixteen_bytes {
+  std::uint64_t low, high;
+};
+
+BOOST_AUTO_TEST_CASE(memset_of_128_bit_values_sets_the_range_and_leaves_its_neighbours) {
+  check_memset<sixteen_bytes>(30001, 7, 29000, sixteen_bytes{0x1122334455667788ull, 0x99aabbccddeeff00ull}, false);
+  check_memset<sixteen_bytes>(30001, 1, 3, sixteen_bytes{0xfedcba9876543210ull, 0x0f1e2d3c4b5a6978ull}, true);
+}
+
 BOOST_AUTO_TEST_CASE(memset_of_an_element_size_it_cannot_do_is_rejected) {
-  device_buffer<double> doubles = device_buffer<double>::allocate(10);
-  expect_error<std::invalid_argument>([&] { memset(doubles.get(), 10, 1.5); },
-                                      {"memset: element size 8 bytes is not supported (memset sets elements of 1, 2 or 4 bytes)"});
+  struct thirty_two { std::uint64_t words[4]; };
+  device_buffer<thirty_two> wide = device_buffer<thirty_two>::allocate(10);
+  expect_error<std::invalid_argument>(
+      [&] { memset(wide.get(), 10, thirty_two{{1, 2, 3, 4}}); },
+      {"memset: element size 32 bytes is not supported (memset sets elements of 1, 2, 4, 8 or 16 bytes)"});
   struct three { std::uint8_t b[3]; };
   device_buffer<three> odd = device_buffer<three>::allocate(10);
   stream s = stream::create();

@@ -8,6 +8,7 @@
 
 #include "engine/driver/driver_table.hpp"
 #include "engine/driver/sim/control.hpp"
+#include "engine/kernels/launch.hpp"
 #include "ferry/backend.hpp"
 #include "ferry/context.hpp"
 
@@ -52,6 +53,8 @@ struct device_fixture {
     before = usage_now();
   }
   ~device_fixture() {
+    // Kernels stay loaded for the context's life; a test that used them leaves its module here.
+    detail::unload_kernels();
     if (on_sim()) {
       sim::reset_faults();
       const sim::usage after = usage_now();
@@ -62,7 +65,8 @@ struct device_fixture {
                                                << " -> " << after.managed_allocations << ", registered "
                                                << before.registered_ranges << " -> " << after.registered_ranges
                                                << ", streams " << before.streams << " -> " << after.streams
-                                               << ", events " << before.events << " -> " << after.events);
+                                               << ", events " << before.events << " -> " << after.events
+                                               << ", modules " << before.modules << " -> " << after.modules);
     }
   }
 

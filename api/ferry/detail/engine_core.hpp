@@ -114,7 +114,7 @@ class engine_core {
                                       CUdeviceptr source, CUcontext source_context, CUdeviceptr destination,
                                       CUcontext destination_context);
   prepared_transfer prepare_fill(std::string_view operation, CUdeviceptr destination, std::size_t count,
-                                 std::size_t element_size, std::uint32_t pattern);
+                                 std::size_t element_size, const void* pattern);
   prepared_transfer prepare_prefetch(std::string_view operation, CUdeviceptr pointer, std::size_t count,
                                      std::size_t element_size, CUmemLocation location);
 

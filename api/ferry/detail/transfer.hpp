@@ -6,7 +6,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <optional>
 #include <string_view>
 
@@ -54,18 +53,10 @@ void copy_peer(std::string_view operation, std::size_t count, std::size_t elemen
                CUcontext source_context, CUdeviceptr destination, CUcontext destination_context,
                stream_choice stream);
 
-// The bytes of a memset value as the driver's cuMemsetD8/16/32 take them (elements of up to 4 bytes;
-// larger ones are refused by fill's checks before the pattern matters).
-template <class T>
-std::uint32_t fill_pattern(const T& value) {
-  std::uint32_t pattern = 0;
-  if constexpr (sizeof(T) <= sizeof(pattern)) std::memcpy(&pattern, &value, sizeof(T));
-  return pattern;
-}
-
-// Sets `count` elements of `element_size` (1, 2 or 4) bytes to the low bytes of `pattern`.
+// Sets `count` elements of `element_size` (1, 2, 4, 8 or 16) bytes to the element_size bytes at
+// `pattern` (the driver's cuMemsetD8/16/32 for the small sizes, the fill kernel for 8 and 16).
 void fill(std::string_view operation, CUdeviceptr destination, std::size_t count, std::size_t element_size,
-          std::uint32_t pattern, stream_choice stream);
+          const void* pattern, stream_choice stream);
 
 void prefetch(std::string_view operation, CUdeviceptr pointer, std::size_t count, std::size_t element_size,
               CUmemLocation location, CUstream stream);

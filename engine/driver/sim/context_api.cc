@@ -73,6 +73,19 @@ CUresult cuCtxPopCurrent(CUcontext* pctx) {
   return CUDA_SUCCESS;
 }
 
+CUresult cuCtxGetId(CUcontext ctx, unsigned long long* ctxId) {
+  if (ctxId == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  context* found = nullptr;
+  if (ctx == nullptr) {
+    FERRY_SIM_TRY(current_context(found));
+  } else {
+    found = find_context(ctx);
+    if (found == nullptr || !found->alive()) return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  *ctxId = found->id();
+  return CUDA_SUCCESS;
+}
+
 CUresult cuCtxGetDevice(CUdevice* device) {
   context* ctx = nullptr;
   FERRY_SIM_TRY(current_context(ctx));

@@ -112,7 +112,9 @@ void context::forget_peer(const context* peer) {
 }
 
 void context::activate() {
+  static std::atomic<unsigned long long> next_id{1};
   std::lock_guard lock(mutex_);
+  id_.store(next_id.fetch_add(1), std::memory_order_release);
   sticky_.store(CUDA_SUCCESS, std::memory_order_release);
   alive_.store(true, std::memory_order_release);
 }

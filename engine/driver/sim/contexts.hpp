@@ -29,6 +29,9 @@ class context {
   CUdevice device() const noexcept { return device_; }
   bool primary() const noexcept { return primary_; }
   bool alive() const noexcept { return alive_.load(std::memory_order_acquire); }
+  // Unique for each life of the context (a primary context brought back gets a new one), as the
+  // driver's cuCtxGetId.
+  unsigned long long id() const noexcept { return id_.load(std::memory_order_acquire); }
 
   // The sticky error, as the real driver keeps it: the first failure wins and stays.
   CUresult sticky() const noexcept { return sticky_.load(std::memory_order_acquire); }
@@ -63,6 +66,7 @@ class context {
   const CUdevice device_;
   const bool primary_;
   std::atomic<bool> alive_{false};
+  std::atomic<unsigned long long> id_{0};
   std::atomic<CUresult> sticky_{CUDA_SUCCESS};
   std::mutex ordering_;
   std::mutex mutex_;
