@@ -251,6 +251,25 @@ int main(int argc, char** argv) try {
            check(raw.cuStreamSynchronize(raw_stream.get()), "cuStreamSynchronize");
          },
          verify_fill});
+    // An 8-byte pattern (ferry's fill kernel) against cuMemsetD32Async over the same bytes.
+    const std::uint64_t wide = 0x0123456789abcdefull;
+    auto verify_wide = [&] {
+      std::vector<std::uint64_t> back(largest / 8);
+      for (std::size_t offset = 0; offset < device_copy_bytes; offset += largest) {
+        const std::size_t n = std::min(largest, device_copy_bytes - offset);
+        check(raw.cuMemcpyDtoH(back.data(), b.get().get() + offset, n), "cuMemcpyDtoH");
+        if (!std::all_of(back.begin(), back.begin() + n / 8, [&](std::uint64_t v) { return v == wide; }))
+          throw std::runtime_error("fill64: a word differs");
+      }
+      check(raw.cuMemsetD8(b.get().get(), 0xA5, device_copy_bytes), "cuMemsetD8");
+    };
+    run({"fill64_" + size_name(device_copy_bytes), device_copy_bytes, 1, 1, 5,
+         [&] { complete([&](auto done) { gpu.memset(b.get().cast<std::uint64_t>(), device_copy_bytes / 8, wide, done); }); },
+         [&] {
+           check(raw.cuMemsetD32Async(b.get().get(), value, words, raw_stream.get()), "cuMemsetD32Async");
+           check(raw.cuStreamSynchronize(raw_stream.get()), "cuStreamSynchronize");
+         },
+         verify_wide, {}, verify_fill});
   }
 
   // 2-D: rows of 16 KiB in a 32 KiB pitch, host (pinned, packed) to device and back.

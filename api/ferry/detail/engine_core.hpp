@@ -61,7 +61,7 @@ struct engine_options {
   // A zero window turns batching off.
   std::chrono::microseconds batch_window{20};
   std::size_t batch_max_bytes = std::size_t{64} << 10;
-  std::size_t batch_most_copies = 1024;
+  std::size_t batch_most_copies = 256;
   // Called with each transfer's plan as it is decided (the trace event), on the initiating thread.
   std::function<void(std::string_view operation, transfer_plan plan, std::size_t bytes)> on_plan;
   // Called (on an engine thread) with the description of every failed operation: the operation, stream,
