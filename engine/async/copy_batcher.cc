@@ -2,11 +2,12 @@
 
 namespace ferry::detail {
 
-copy_batcher::copy_batcher(const driver_table& driver, CUcontext context, completion_bridge& bridge,
+copy_batcher::copy_batcher(const driver_table& driver, CUcontext context, int ordinal, completion_bridge& bridge,
                            std::function<CUstream()> next_stream, std::chrono::microseconds window,
                            std::size_t most_copies, std::function<void(const std::string&)> report)
     : driver_(driver),
       context_(context),
+      ordinal_(ordinal),
       bridge_(bridge),
       next_stream_(std::move(next_stream)),
       window_(window),
@@ -84,13 +85,37 @@ void copy_batcher::submit(std::vector<copy> batch) {
     sources.push_back(item.source);
     sizes.push_back(item.bytes);
   }
-  CUmemcpyAttributes attributes{};
-  // Stream order is all the copies need: their sources are not touched by the host until completion.
-  attributes.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
-  std::size_t attribute_index = 0;
+  // One attribute per copy: the driver refuses copies whose location hints are left invalid, and a
+  // batch may mix directions.
+  std::vector<CUmemcpyAttributes> attributes(live.size());
+  std::vector<std::size_t> attribute_indices(live.size());
+  for (std::size_t i = 0; i < live.size(); ++i) {
+    CUmemcpyAttributes& a = attributes[i];
+    // Stream order is all the copies need: the host does not touch their memory until completion.
+    a.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+    const bool from_host = live[i].way == direction::host_to_device;
+    const bool to_host = live[i].way == direction::device_to_host;
+    a.srcLocHint.type = from_host ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE;
+    a.srcLocHint.id = from_host ? 0 : ordinal_;
+    a.dstLocHint.type = to_host ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE;
+    a.dstLocHint.id = to_host ? 0 : ordinal_;
+    attribute_indices[i] = i;
+  }
+  // Full batches are submitted on the offering thread, which need not have the engine's context.
+  CUcontext current = nullptr;
+  driver_.cuCtxGetCurrent(&current);
+  const bool pushed = current != context_ && driver_.cuCtxPushCurrent(context_) == CUDA_SUCCESS;
+  struct pop_on_exit {
+    const driver_table& driver;
+    bool pushed;
+    ~pop_on_exit() {
+      CUcontext popped = nullptr;
+      if (pushed) driver.cuCtxPopCurrent(&popped);
+    }
+  } restore{driver_, pushed};
   const CUstream stream = next_stream_();
   CUresult status = driver_.cuMemcpyBatchAsync(destinations.data(), sources.data(), sizes.data(), live.size(),
-                                               &attributes, &attribute_index, 1, stream);
+                                               attributes.data(), attribute_indices.data(), attributes.size(), stream);
   if (status != CUDA_SUCCESS) {
     // A driver without batched copies, or a batch it refuses as a whole (it enqueues nothing then):
     // one call per copy, so that each copy's own status reaches its op; still one event for the lot.

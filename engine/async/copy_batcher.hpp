@@ -39,7 +39,7 @@ class copy_batcher {
     std::function<void(CUresult)> done;
   };
 
-  copy_batcher(const driver_table& driver, CUcontext context, completion_bridge& bridge,
+  copy_batcher(const driver_table& driver, CUcontext context, int ordinal, completion_bridge& bridge,
                std::function<CUstream()> next_stream, std::chrono::microseconds window, std::size_t most_copies,
                std::function<void(const std::string&)> report);
   copy_batcher(const copy_batcher&) = delete;
@@ -61,6 +61,7 @@ class copy_batcher {
 
   const driver_table& driver_;
   CUcontext context_;
+  int ordinal_;  // the device, for the copies' location hints
   completion_bridge& bridge_;
   std::function<CUstream()> next_stream_;
   std::chrono::microseconds window_;

@@ -148,7 +148,7 @@ engine_core::impl::impl(const engine_options& opts)
                                                        options.registration_threshold_bytes);
   if (options.batch_window.count() > 0) {
     batcher = std::make_unique<copy_batcher>(
-        driver, context, *bridge, [this] { return pool[next_pool_stream.fetch_add(1) % pool.size()]; },
+        driver, context, ordinal, *bridge, [this] { return pool[next_pool_stream.fetch_add(1) % pool.size()]; },
         options.batch_window, options.batch_most_copies, options.on_failure);
   }
 }
@@ -636,7 +636,7 @@ void engine_core::forget_host_memory(const void* address, std::size_t bytes) {
 
 plan_counts engine_core::counts() const noexcept {
   return {impl_->pinned_plans.load(), impl_->registered_plans.load(), impl_->staged_plans.load(),
-          impl_->batched_plans.load()};
+          impl_->batched_plans.load(), impl_->batcher ? impl_->batcher->batch_refusals() : 0};
 }
 
 void engine_core::wait_all(std::shared_ptr<operation> op) {

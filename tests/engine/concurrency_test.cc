@@ -63,6 +63,7 @@ BOOST_AUTO_TEST_CASE(ten_thousand_coroutines_round_trip_their_own_buffers) {
   BOOST_TEST(verified.load() == coroutines);
   BOOST_TEST(failed.load() == 0, "first failure: " << first_failure);
   for (const std::string& report : reports) BOOST_TEST_MESSAGE("engine reported: " << report);
+  BOOST_TEST(gpu.plan_counts().batch_refusals == 0u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

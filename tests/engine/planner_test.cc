@@ -163,6 +163,7 @@ BOOST_AUTO_TEST_CASE(concurrent_small_copies_are_batched_and_a_lone_one_is_not) 
   }
   BOOST_TEST(same_bytes(peek_list_array(copies * words, destination.get()), values));
   BOOST_TEST(gpu->plan_counts().batched > copies / 2);
+  BOOST_TEST(gpu->plan_counts().batch_refusals == 0u);  // the driver took the batches as they were
   plans();
   std::this_thread::sleep_for(std::chrono::milliseconds(5));  // longer than the window: the next one is alone
   gpu->poke(host_ptr<const std::uint32_t>(pinned.get()), words, destination.get(), asio::use_future).get();

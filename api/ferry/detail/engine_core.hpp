@@ -77,6 +77,7 @@ struct plan_counts {
   std::size_t registered = 0;
   std::size_t staged = 0;
   std::size_t batched = 0;
+  std::size_t batch_refusals = 0;  // batches the driver refused whole (their copies then went one by one)
 };
 
 struct prepared_transfer {
