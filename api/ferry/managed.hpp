@@ -34,6 +34,25 @@ class memory_location {
   int id_;
 };
 
+// Advice to the unified-memory system about how a managed range will be used (cuMemAdvise).
+enum class memory_advice {
+  read_mostly = CU_MEM_ADVISE_SET_READ_MOSTLY,            // read far more than written: read-only copies where read
+  unset_read_mostly = CU_MEM_ADVISE_UNSET_READ_MOSTLY,
+  preferred_location = CU_MEM_ADVISE_SET_PREFERRED_LOCATION,  // keep the pages at `location` when possible
+  unset_preferred_location = CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION,
+  accessed_by = CU_MEM_ADVISE_SET_ACCESSED_BY,            // keep the range mapped for `location`'s accesses
+  unset_accessed_by = CU_MEM_ADVISE_UNSET_ACCESSED_BY,
+};
+
+// Gives `advice` for `count` elements of managed memory. `location` matters for the preferred-location
+// and accessed-by advice (the read-mostly advice ignores it). Throws std::invalid_argument for memory
+// that is not managed, a range past its allocation or an unknown device; cuda_error otherwise.
+template <storable T>
+void advise_array(device_ptr<T> pointer, std::size_t count, memory_advice advice, memory_location location) {
+  detail::advise("advise_array", pointer.get(), count, sizeof(T), static_cast<CUmem_advise>(advice),
+                 location.to_driver());
+}
+
 // Migrates `count` elements of managed memory to `location`, ordered on `stream` (cuMemPrefetchAsync).
 template <storable T>
 void prefetch_array_async(device_ptr<T> pointer, std::size_t count, memory_location location, stream_ref stream) {

@@ -54,6 +54,20 @@ void prefetch(std::string_view operation, CUdeviceptr pointer, std::size_t count
   }
 }
 
+void advise(std::string_view operation, CUdeviceptr pointer, std::size_t count, std::size_t element_size,
+            CUmem_advise advice, CUmemLocation location) {
+  // The same checks as a prefetch: managed memory, inside its allocation, a device that exists.
+  const std::size_t bytes = plan_prefetch(operation, pointer, count, element_size, location);
+  if (bytes == 0) return;
+  CUresult status = driver().cuMemAdvise(pointer, bytes, advice, location);
+  if (status != CUDA_SUCCESS) {
+    throw_cuda_error(status, "cuMemAdvise",
+                     std::string(operation) + ": advice " + std::to_string(static_cast<int>(advice)) + " for " +
+                         std::to_string(bytes) + " bytes at " + hex(pointer),
+                     std::source_location::current());
+  }
+}
+
 std::size_t plan_attach(std::string_view operation, CUdeviceptr pointer, std::size_t count, std::size_t element_size,
                         attach_flag flag) {
   const std::size_t bytes = byte_size(operation, "count", count, element_size);

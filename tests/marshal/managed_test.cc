@@ -46,6 +46,32 @@ BOOST_AUTO_TEST_CASE(attach_array_async_attaches_to_a_stream_and_the_host) {
   BOOST_CHECK(std::equal(values.begin(), values.end(), managed.host_span().begin()));
 }
 
+BOOST_AUTO_TEST_CASE(advice_is_accepted_for_managed_memory_and_keeps_every_byte) {
+  const std::size_t count = (2 << 20) / sizeof(std::uint32_t);
+  managed_buffer<std::uint32_t> managed = managed_buffer<std::uint32_t>::allocate(count);
+  auto values = random_vector<std::uint32_t>(count, 53);
+  std::copy(values.begin(), values.end(), managed.host_span().begin());
+  const device gpu = device::get(0);
+  advise_array(managed.get(), count, memory_advice::preferred_location, memory_location::on(gpu));
+  advise_array(managed.get(), count, memory_advice::accessed_by, memory_location::on(gpu));
+  advise_array(managed.get(), count, memory_advice::read_mostly, memory_location::on(gpu));
+  stream s = stream::create();
+  prefetch_array_async(managed.get(), count, memory_location::on(gpu), s);
+  device_buffer<std::uint32_t> device = device_buffer<std::uint32_t>::allocate(count);
+  copy_array_async(count, device_ptr<const std::uint32_t>(managed.get()), device.get(), s);
+  s.synchronize();
+  BOOST_TEST(peek_list_array(count, device.get()) == values);
+  advise_array(managed.get(), count, memory_advice::unset_read_mostly, memory_location::on(gpu));
+  advise_array(managed.get(), count, memory_advice::unset_accessed_by, memory_location::on(gpu));
+  advise_array(managed.get(), count, memory_advice::unset_preferred_location, memory_location::host());
+  advise_array(managed.get(), count, memory_advice::preferred_location, memory_location::host());
+  BOOST_CHECK(std::equal(values.begin(), values.end(), managed.host_span().begin()));
+  device_buffer<std::uint32_t> plain = device_buffer<std::uint32_t>::allocate(16);
+  expect_error<std::invalid_argument>(
+      [&] { advise_array(plain.get(), 16, memory_advice::read_mostly, memory_location::on(gpu)); },
+      {"advise_array: pointer", "is not managed memory"});
+}
+
 BOOST_AUTO_TEST_CASE(managed_operations_refuse_memory_that_is_not_managed_and_unknown_devices) {
   device_buffer<std::uint32_t> plain = device_buffer<std::uint32_t>::allocate(100);
   stream s = stream::create();

@@ -60,6 +60,8 @@ void fill(std::string_view operation, CUdeviceptr destination, std::size_t count
 
 void prefetch(std::string_view operation, CUdeviceptr pointer, std::size_t count, std::size_t element_size,
               CUmemLocation location, CUstream stream);
+void advise(std::string_view operation, CUdeviceptr pointer, std::size_t count, std::size_t element_size,
+            CUmem_advise advice, CUmemLocation location);
 void attach(std::string_view operation, CUdeviceptr pointer, std::size_t count, std::size_t element_size,
             attach_flag flag, CUstream stream);
 
