@@ -96,8 +96,14 @@ class engine {
   }
 
   // ---- poke: host to device
-
-  // From pageable memory (staged through pinned chunks; the host threads copy, the caller's does not).
+  //
+  // Completion signature: void(error_code, std::size_t bytes) (void(error_code, std::vector<T>) for the
+  //   rvalue-vector forms). Per-operation cancellation: terminal, partial; a staged or registered poke stops
+  //   between chunks and reports the bytes moved. Lifetime of arguments: the host memory and the device
+  //   memory until the handler runs (an rvalue vector is the op's). Which thread runs the handler: one
+  //   running the handler's associated executor (the engine's by default), never inside this call.
+  //
+  // From pageable memory: pinned, registered or staged as the planner decides (see transfer_plan).
   template <storable T, class Token>
   auto poke(std::span<const T> source, device_ptr<T> destination, Token&& token) {
     return start_transfer(core_->prepare_copy("engine::poke", source.size(), sizeof(T),
@@ -159,6 +165,11 @@ class engine {
   auto poke(const std::vector<T>&& source, device_ptr<T> destination, stream_ref stream, Token&& token) = delete;
 
   // ---- peek: device to host
+  //
+  // Completion signature: void(error_code, std::size_t bytes), or void(error_code, std::vector<T>) for
+  //   peek(source, count, token). Per-operation cancellation: terminal, partial (a staged peek stops between
+  //   chunks; what arrived is reported in bytes). Lifetime of arguments: source and destination until the
+  //   handler runs. Which thread runs the handler: one running its associated executor.
 
   template <storable T, class Token>
   auto peek(device_ptr<const T> source, std::span<std::remove_const_t<T>> destination, Token&& token) {
@@ -206,6 +217,11 @@ class engine {
   }
 
   // ---- copy: device to device (same context), 2-D forms, and between contexts or devices
+  //
+  // Completion signature: void(error_code, std::size_t bytes). Per-operation cancellation: terminal,
+  //   partial (only work not yet on a stream is dropped; otherwise operation_aborted once the GPU is done).
+  //   Lifetime of arguments: both arrays until the handler runs. Which thread runs the handler: one running
+  //   its associated executor. Small copies given no stream may be batched (transfer_plan::batched).
 
   template <storable T, class Token>
   auto copy(device_ptr<const T> source, device_ptr<std::remove_const_t<T>> destination, std::size_t count, Token&& token) {
@@ -250,7 +266,11 @@ class engine {
                           stream.get(), std::forward<Token>(token));
   }
 
-  // ---- memset (elements of 1, 2, 4, 8 or 16 bytes) and managed prefetch: void(error_code)
+  // ---- memset (elements of 1, 2, 4, 8 or 16 bytes) and managed prefetch
+  //
+  // Completion signature: void(error_code). Per-operation cancellation: terminal, partial (as copy).
+  //   Lifetime of arguments: the memory until the handler runs; `value` is copied at the call. Which thread
+  //   runs the handler: one running its associated executor.
 
   template <storable T, class Token>
   auto memset(device_ptr<T> destination, std::size_t count, const T& value, Token&& token) {
@@ -281,7 +301,7 @@ class engine {
   auto wait_all(Token&& token) {
     return boost::asio::async_initiate<Token, status_signature>(
         [this](auto handler) {
-          auto op = make_operation("engine::wait_all", std::move(handler), deliver_status{});
+          auto op = make_operation(std::move(handler), deliver_status{});
           core_->wait_all(std::move(op));
         },
         token);
@@ -339,11 +359,10 @@ class engine {
   }
 
   template <class Handler, class Deliver>
-  std::shared_ptr<detail::operation> make_operation(std::string label, Handler handler, Deliver deliver) {
+  std::shared_ptr<detail::operation> make_operation(Handler handler, Deliver deliver) {
     auto slot = boost::asio::get_associated_cancellation_slot(handler);
     auto op = std::make_shared<detail::operation>(
-        std::move(label), std::make_unique<detail::handler_completion<Handler, Deliver>>(std::move(handler), executor_,
-                                                                                         std::move(deliver)));
+        std::make_unique<detail::handler_completion<Handler, Deliver>>(std::move(handler), executor_, std::move(deliver)));
     if (slot.is_connected()) {
       slot.assign([weak_op = std::weak_ptr(op), weak_core = std::weak_ptr(core_)](boost::asio::cancellation_type type) {
         if ((type & (boost::asio::cancellation_type::terminal | boost::asio::cancellation_type::partial)) ==
@@ -362,7 +381,7 @@ class engine {
   auto start(detail::prepared_transfer transfer, std::optional<CUstream> stream, Deliver deliver, Token&& token) {
     return boost::asio::async_initiate<Token, Signature>(
         [this, stream, deliver = std::move(deliver)](auto handler, detail::prepared_transfer transfer) mutable {
-          auto op = make_operation(transfer.label, std::move(handler), std::move(deliver));
+          auto op = make_operation(std::move(handler), std::move(deliver));
           core_->start(std::move(op), std::move(transfer), stream);
         },
         token, std::move(transfer));

@@ -79,6 +79,7 @@ class completion_bridge {
   // the driver may still hold their pointer.
   std::vector<entry_ptr> unfired_;
   bool stopping_ = false;
+  std::vector<entry_ptr> fronts_;  // the bridge thread's scratch
   std::atomic<std::int64_t> cpu_nanoseconds_{0};
   std::thread thread_;
 };

@@ -233,7 +233,7 @@ void engine_core::impl::complete(const std::shared_ptr<operation>& op, std::uint
 }
 
 std::string engine_core::impl::where(const prepared_transfer& transfer, CUstream stream) const {
-  return transfer.label + " on stream " + hex(stream) + " of device " + std::to_string(ordinal);
+  return transfer.label() + " on stream " + hex(stream) + " of device " + std::to_string(ordinal);
 }
 
 void engine_core::impl::fail(const std::shared_ptr<operation>& op, CUresult status, const std::string& detail) {
@@ -426,13 +426,11 @@ CUcontext engine_core::context() const noexcept { return impl_->context; }
 
 int engine_core::device_ordinal() const noexcept { return impl_->ordinal; }
 
-namespace {
-
-std::string transfer_label(std::string_view operation, std::size_t bytes, std::uintptr_t from, std::uintptr_t to) {
-  return std::string(operation) + ": " + std::to_string(bytes) + " bytes [" + hex(from) + " -> " + hex(to) + ")";
+std::string prepared_transfer::label() const {
+  if (source.address == 0) return std::string(operation) + ": " + extra;  // fill, prefetch: one side
+  return std::string(operation) + ": " + std::to_string(bytes) + " bytes [" + hex(source.address) + " -> " +
+         hex(destination.address) + ")" + extra;
 }
-
-}  // namespace
 
 prepared_transfer engine_core::prepare_copy(std::string_view operation, std::size_t count, std::size_t element_size,
                                             endpoint source, endpoint destination) {
@@ -445,7 +443,6 @@ prepared_transfer engine_core::prepare_copy(std::string_view operation, std::siz
   transfer.destination = destination;
   transfer.pageable = source.kind == memory_kind::pageable_host || destination.kind == memory_kind::pageable_host;
   transfer.batchable = true;
-  transfer.label = transfer_label(operation, plan.bytes, source.address, destination.address);
   // The direct form; a pageable transfer uses it once its memory is page-locked (registered).
   transfer.enqueue = [plan, source, destination](CUstream stream) {
     const char* call = nullptr;
@@ -465,8 +462,7 @@ prepared_transfer engine_core::prepare_copy_2d(std::string_view operation, std::
   transfer.bytes = copy.WidthInBytes * copy.Height;
   transfer.source = source;
   transfer.destination = destination;
-  transfer.label = transfer_label(operation, transfer.bytes, source.address, destination.address) + " (" +
-                   std::to_string(width) + " x " + std::to_string(height) + " elements)";
+  transfer.extra = " (" + std::to_string(width) + " x " + std::to_string(height) + " elements)";
   const auto& driver = impl_->driver;
   transfer.enqueue = [&driver, copy](CUstream stream) { return driver.cuMemcpy2DAsync(&copy, stream); };
   return transfer;
@@ -483,8 +479,7 @@ prepared_transfer engine_core::prepare_copy_peer(std::string_view operation, std
   transfer.bytes = bytes;
   transfer.source = device_side("source", source);
   transfer.destination = device_side("destination", destination);
-  transfer.label = transfer_label(operation, bytes, source, destination) + " (context " + hex(source_context) +
-                   " to context " + hex(destination_context) + ")";
+  transfer.extra = " (context " + hex(source_context) + " to context " + hex(destination_context) + ")";
   const auto& driver = impl_->driver;
   transfer.enqueue = [&driver, source, source_context, destination, destination_context, bytes](CUstream stream) {
     return driver.cuMemcpyPeerAsync(destination, destination_context, source, source_context, bytes, stream);
@@ -500,8 +495,8 @@ prepared_transfer engine_core::prepare_fill(std::string_view operation, CUdevice
   transfer.operation = operation;
   transfer.bytes = bytes;
   transfer.destination = device_side("destination", destination);
-  transfer.label = std::string(operation) + ": " + std::to_string(count) + " elements of " +
-                   std::to_string(element_size) + " bytes at " + hex(destination);
+  transfer.extra = std::to_string(count) + " elements of " + std::to_string(element_size) + " bytes at " +
+                   hex(destination);
   std::array<std::byte, 16> pattern{};  // the op may start after the caller's value is gone
   std::memcpy(pattern.data(), value, element_size);
   transfer.enqueue = [destination, count, element_size, pattern](CUstream stream) {
@@ -519,7 +514,7 @@ prepared_transfer engine_core::prepare_prefetch(std::string_view operation, CUde
   transfer.operation = operation;
   transfer.bytes = bytes;
   transfer.destination = device_side("pointer", pointer);
-  transfer.label = std::string(operation) + ": " + std::to_string(bytes) + " bytes at " + hex(pointer) + " to " +
+  transfer.extra = std::to_string(bytes) + " bytes at " + hex(pointer) + " to " +
                    (location.type == CU_MEM_LOCATION_TYPE_HOST ? std::string("the host")
                                                                : "device " + std::to_string(location.id));
   const auto& driver = impl_->driver;
@@ -585,7 +580,7 @@ void engine_core::start(std::shared_ptr<operation> op, prepared_transfer prepare
           if (result == CUDA_SUCCESS) {
             op->add_bytes(transfer->bytes);
           } else if (result != copy_batcher::not_submitted) {
-            engine.fail(op, result, transfer->label + " (batched) of device " + std::to_string(engine.ordinal));
+            engine.fail(op, result, transfer->label() + " (batched) of device " + std::to_string(engine.ordinal));
           }
           engine.complete(op, sequence);
         }};

@@ -81,7 +81,7 @@ struct plan_counts {
 };
 
 struct prepared_transfer {
-  std::string operation;
+  std::string_view operation;  // the public function's name: a string literal
   std::size_t bytes = 0;
   endpoint source{};
   endpoint destination{};
@@ -90,7 +90,10 @@ struct prepared_transfer {
   transfer_plan plan = transfer_plan::automatic;
   std::shared_ptr<void> hold;  // kept until the GPU is done (a registration lease)
   std::function<CUresult(CUstream)> enqueue;  // single-submission ops: puts the work on a stream
-  std::string label;
+  std::string extra;  // what the label adds for 2-D, peer, fill and prefetch ops (empty for plain copies)
+
+  // "engine::poke: 4096 bytes [0x... -> 0x...)": built only when a message needs it.
+  std::string label() const;
 };
 
 class engine_core {

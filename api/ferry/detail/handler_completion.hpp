@@ -15,6 +15,7 @@
 #include <boost/asio/prefer.hpp>
 #include <boost/asio/query.hpp>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -37,7 +38,9 @@ class pending_handlers : public boost::asio::execution_context::service {
   struct registry {
     std::mutex mutex;
     std::set<entry*> live;
-    bool shut_down = false;
+    bool shut_down = false;  // under mutex
+    std::atomic<bool> shut_down_seen{false};  // the same, readable without the mutex
+    bool shut_down_flag() const noexcept { return shut_down_seen.load(std::memory_order_acquire); }
   };
 
   using key_type = pending_handlers;
@@ -54,6 +57,7 @@ class pending_handlers : public boost::asio::execution_context::service {
     {
       std::lock_guard lock(registry_->mutex);
       registry_->shut_down = true;
+      registry_->shut_down_seen.store(true, std::memory_order_release);
       abandoned.swap(registry_->live);
     }
     for (entry* item : abandoned) item->abandon();
@@ -61,6 +65,19 @@ class pending_handlers : public boost::asio::execution_context::service {
 
   std::shared_ptr<registry> registry_;
 };
+
+// The registry of `context`, remembered per thread: use_service locks the context's service list and
+// searches it, a cost every op would pay. A remembered registry whose context has shut down is looked up
+// again (another context may live at the same address now).
+inline std::shared_ptr<pending_handlers::registry> registry_of(boost::asio::execution_context& context) {
+  thread_local boost::asio::execution_context* remembered_context = nullptr;
+  thread_local std::shared_ptr<pending_handlers::registry> remembered;
+  if (remembered_context != &context || !remembered || remembered->shut_down_flag()) {
+    remembered = boost::asio::use_service<pending_handlers>(context).shared_registry();
+    remembered_context = &context;
+  }
+  return remembered;
+}
 
 // Deliver is called as deliver(Handler&&, error_code, bytes) on the handler's executor; it turns ferry's
 // (error, bytes) into the operation's completion signature.
@@ -73,9 +90,7 @@ class handler_completion final : public completion, public pending_handlers::ent
  public:
   handler_completion(Handler handler, const boost::asio::any_io_executor& fallback, Deliver deliver)
       : executor_(boost::asio::get_associated_executor(handler, fallback)),
-        registry_(boost::asio::use_service<pending_handlers>(
-                      boost::asio::query(executor_, boost::asio::execution::context))
-                      .shared_registry()),
+        registry_(registry_of(boost::asio::query(executor_, boost::asio::execution::context))),
         handler_(std::move(handler)),
         work_(boost::asio::prefer(executor_, boost::asio::execution::outstanding_work.tracked)),
         deliver_(std::move(deliver)) {

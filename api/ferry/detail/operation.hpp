@@ -27,9 +27,7 @@ class operation {
   // GPU's completion resolves one way only.
   enum class state : int { not_submitted, submitted, cancel_requested, completed };
 
-  operation(std::string label, std::unique_ptr<completion> done) : label_(std::move(label)), done_(std::move(done)) {}
-
-  const std::string& label() const noexcept { return label_; }
+  explicit operation(std::unique_ptr<completion> done) : done_(std::move(done)) {}
 
   // From the handler's cancellation slot (any thread). Returns true when the request was recorded.
   bool request_cancel() noexcept {
@@ -68,7 +66,6 @@ class operation {
   bool finish();
 
  private:
-  std::string label_;
   std::unique_ptr<completion> done_;
   std::atomic<state> state_{state::not_submitted};
   std::atomic<std::size_t> bytes_{0};
