@@ -21,10 +21,11 @@ BOOST_AUTO_TEST_CASE(a_handler_bound_to_a_strand_runs_inside_the_strand) {
   asio::io_context io(2);
   engine gpu{io.get_executor()};
   auto strand = asio::make_strand(io);
-  auto destination = gpu.allocate<std::uint32_t>(256);
+  // Each memset has its own slice: ops on pool streams may run at once.
+  auto destination = gpu.allocate<std::uint32_t>(50 * 256);
   std::atomic<int> in_strand{0}, calls{0};
   for (int i = 0; i < 50; ++i) {
-    gpu.memset(destination.get(), 256, std::uint32_t(i), asio::bind_executor(strand, [&](auto error) {
+    gpu.memset(destination.get() + i * 256, 256, std::uint32_t(i), asio::bind_executor(strand, [&](auto error) {
                  BOOST_TEST(!error);
                  if (strand.running_in_this_thread()) ++in_strand;
                  ++calls;

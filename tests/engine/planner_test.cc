@@ -34,6 +34,8 @@ struct planner_fixture : ferry::testing::device_fixture {
     options.registration_threshold_bytes = 1 << 20;
     options.registration_cache_bytes = 5 << 20;  // room for two 2 MiB registrations, not three
     options.staging_chunk_bytes = 256 << 10;
+    // Wide enough that back-to-back submissions count as concurrent even under a sanitizer's slowdown.
+    options.batch_window = std::chrono::milliseconds(10);
     options.on_plan = [this](std::string_view, transfer_plan plan, std::size_t) {
       std::lock_guard lock(mutex);
       seen.push_back(plan);
@@ -165,7 +167,7 @@ BOOST_AUTO_TEST_CASE(concurrent_small_copies_are_batched_and_a_lone_one_is_not) 
   BOOST_TEST(gpu->plan_counts().batched > copies / 2);
   BOOST_TEST(gpu->plan_counts().batch_refusals == 0u);  // the driver took the batches as they were
   plans();
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // longer than the window: the next one is alone
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // longer than the window: the next one is alone
   gpu->poke(host_ptr<const std::uint32_t>(pinned.get()), words, destination.get(), asio::use_future).get();
   BOOST_TEST((plans() == std::vector{transfer_plan::pinned}));
 }
