@@ -35,7 +35,7 @@ completion_bridge::~completion_bridge() {
     stopping_ = true;
   }
   wake_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
   for (entry_ptr& item : unfired_) events_.release(item->event);
 }
 
@@ -69,6 +69,16 @@ CUresult completion_bridge::watch(CUstream stream, continuation done) {
   return CUDA_SUCCESS;
 }
 
+void completion_bridge::stop_for_exit() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    abandoned_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
 void completion_bridge::drain() {
   std::unique_lock lock(mutex_);
   drained_.wait(lock, [&] { return pending_count_ == 0; });
@@ -99,6 +109,7 @@ std::vector<std::pair<completion_bridge::entry_ptr, CUresult>> completion_bridge
   std::vector<entry_ptr>& fronts = fronts_;  // reused: this loop runs continuously while work is young
   fronts.clear();
   const bool callbacks = options_.policy == completion_policy::host_callback;
+  if (abandoned_) return {};
   for (auto& [stream, queue] : pending_) {
     if (!queue.empty() && (!callbacks || queue.front()->fired || queue.front()->failure_seen)) {
       fronts.push_back(queue.front());
@@ -138,7 +149,7 @@ void completion_bridge::run() {
   // Linux lets a sleep overrun by up to 50 us (timer slack); the backoff sleeps are meant to be short.
   ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   std::unique_lock lock(mutex_);
-  while (true) {
+  while (!abandoned_) {
     if (pending_count_ == 0) {
       drained_.notify_all();
       if (stopping_) break;

@@ -42,6 +42,10 @@ class completion_bridge {
   // Blocks until nothing is watched.
   void drain();
 
+  // At process exit: stops the thread at once, leaving what is watched unanswered (the driver is about
+  // to go away). The bridge must then be leaked, not destroyed: its destructor would call the driver.
+  void stop_for_exit();
+
   double cpu_seconds() const;
 
  private:
@@ -79,6 +83,7 @@ class completion_bridge {
   // the driver may still hold their pointer.
   std::vector<entry_ptr> unfired_;
   bool stopping_ = false;
+  bool abandoned_ = false;  // stop_for_exit: no more driver calls
   std::vector<entry_ptr> fronts_;  // the bridge thread's scratch
   std::atomic<std::int64_t> cpu_nanoseconds_{0};
   std::thread thread_;

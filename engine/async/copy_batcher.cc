@@ -21,7 +21,18 @@ copy_batcher::~copy_batcher() {
     stopping_ = true;
   }
   wake_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
+}
+
+void copy_batcher::stop_for_exit() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    abandoned_ = true;
+    open_.clear();
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
 }
 
 bool copy_batcher::offer(copy& item) {
@@ -31,7 +42,7 @@ bool copy_batcher::offer(copy& item) {
     const auto now = std::chrono::steady_clock::now();
     const bool burst = now - last_arrival_ < window_;
     last_arrival_ = now;
-    if (stopping_ || (!burst && open_.empty())) return false;
+    if (stopping_ || (!burst && open_.empty())) return false;  // (a stopped batcher takes nothing)
     if (open_.empty()) opened_ = now;
     open_.push_back(std::move(item));
     if (open_.size() >= most_copies_) full.swap(open_);
@@ -47,7 +58,7 @@ bool copy_batcher::offer(copy& item) {
 void copy_batcher::run() {
   driver_.cuCtxSetCurrent(context_);
   std::unique_lock lock(mutex_);
-  while (true) {
+  while (!abandoned_) {
     if (open_.empty()) {
       if (stopping_) break;
       wake_.wait(lock, [&] { return stopping_ || !open_.empty(); });

@@ -47,6 +47,10 @@ class copy_batcher {
   // Submits what is collected, then stops the thread.
   ~copy_batcher();
 
+  // At process exit: stops the thread at once and drops the open batch (its ops never complete: the
+  // process is ending). The batcher must then be leaked, not destroyed.
+  void stop_for_exit();
+
   // Takes the copy into the open batch, or returns false (the caller submits it alone) when no other
   // copy arrived within the window before it.
   bool offer(copy& item);
@@ -74,6 +78,7 @@ class copy_batcher {
   std::chrono::steady_clock::time_point opened_;
   std::chrono::steady_clock::time_point last_arrival_;
   bool stopping_ = false;
+  bool abandoned_ = false;
   std::atomic<std::size_t> batches_{0};
   std::atomic<std::size_t> batch_refusals_{0};
   std::thread thread_;

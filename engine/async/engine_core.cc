@@ -19,6 +19,7 @@
 
 #include "engine/async/completion_bridge.hpp"
 #include "engine/async/copy_batcher.hpp"
+#include "engine/async/process_exit.hpp"
 #include "engine/async/registration_cache.hpp"
 #include "engine/async/staging_pool.hpp"
 #include "engine/async/stream_sequencer.hpp"
@@ -99,6 +100,8 @@ struct engine_core::impl {
   std::unique_ptr<staging_pool> staging;
   std::unique_ptr<registration_cache> registrations;
   std::unique_ptr<copy_batcher> batcher;
+  int exit_ticket = -1;
+  std::atomic<bool> stopped_for_exit{false};  // the process is exiting: no more driver calls
   std::atomic<std::size_t> pinned_plans{0}, registered_plans{0}, staged_plans{0}, batched_plans{0};
   std::size_t copier_count;
   boost::asio::thread_pool workers;   // submissions and continuations; they may wait for copiers
@@ -146,6 +149,16 @@ engine_core::impl::impl(const engine_options& opts)
   staging = std::make_unique<staging_pool>(driver, options.staging_chunk_bytes, options.staging_chunks);
   registrations = std::make_unique<registration_cache>(driver, options.registration_cache_bytes,
                                                        options.registration_threshold_bytes);
+  // Registered after the driver's cuInit (driver() ran above), so it runs before the driver's teardown.
+  exit_ticket = stop_at_exit([this] {
+    stopped_for_exit = true;
+    if (batcher) batcher->stop_for_exit();
+    bridge->stop_for_exit();
+    workers.stop();
+    workers.join();
+    copiers.stop();
+    copiers.join();
+  });
   if (options.batch_window.count() > 0) {
     batcher = std::make_unique<copy_batcher>(
         driver, context, ordinal, *bridge, [this] { return pool[next_pool_stream.fetch_add(1) % pool.size()]; },
@@ -154,6 +167,16 @@ engine_core::impl::impl(const engine_options& opts)
 }
 
 engine_core::impl::~impl() {
+  forget_at_exit(exit_ticket);
+  if (stopped_for_exit) {
+    // Destroyed during exit after the driver's teardown began: its threads are stopped; what the
+    // driver holds for it goes with the process. Destroying these would call the driver.
+    (void)batcher.release();
+    (void)bridge.release();
+    (void)staging.release();
+    (void)registrations.release();
+    return;
+  }
   // Every op ends: GPU work completes (or fails, sticky errors included), and staged ops stop
   // submitting once the bridge reports their chunks.
   {

@@ -9,6 +9,8 @@ namespace ferry::sim::detail {
 CUresult initialize(unsigned flags);
 
 bool initialized() noexcept;
+// The process is exiting and the simulated driver has been torn down (its atexit handler ran).
+bool torn_down_at_exit() noexcept;
 
 // Number of simulated devices; 0 before cuInit.
 int device_count() noexcept;

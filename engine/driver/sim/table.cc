@@ -2,6 +2,8 @@
 // implementation of the same name and type. Each call first consults fail_call, then (for all but the
 // calls the driver answers before cuInit) refuses to run before cuInit.
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
 #include <cstddef>
 #include <optional>
 #include <string_view>
@@ -32,6 +34,15 @@ struct guarded;
 template <entry_name Name, class... Args, CUresult (*Implementation)(Args...)>
 struct guarded<Name, Implementation> {
   static CUresult call(Args... args) {
+    if (torn_down_at_exit()) {
+      // The real driver answers CUDA_ERROR_DEINITIALIZED here (or crashes): say so, once per entry point,
+      // so that tests of shutdown can see it.
+      static std::atomic<bool> reported{false};
+      if (!reported.exchange(true)) {
+        std::fprintf(stderr, "ferry sim: %s called after the driver was torn down at exit\n", Name.chars);
+      }
+      return CUDA_ERROR_DEINITIALIZED;
+    }
     if (std::optional<CUresult> injected = injected_failure(Name.view())) return *injected;
     if constexpr (!answers_before_init(Name.view())) {
       if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
