@@ -68,15 +68,20 @@ CUresult load(const driver_table& driver, module_entry& out) {
   return CUDA_SUCCESS;
 }
 
+// The ID of the calling thread's current context (CUDA_ERROR_INVALID_CONTEXT when there is none).
+CUresult current_context_id(const driver_table& driver, unsigned long long& id) {
+  CUcontext context = nullptr;
+  if (CUresult status = driver.cuCtxGetCurrent(&context); status != CUDA_SUCCESS) return status;
+  if (context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  return driver.cuCtxGetId(context, &id);
+}
+
 }  // namespace
 
 CUresult current_kernels(loaded_kernels& out) noexcept try {
   const driver_table& driver = detail::driver();
-  CUcontext context = nullptr;
-  if (CUresult status = driver.cuCtxGetCurrent(&context); status != CUDA_SUCCESS) return status;
-  if (context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   unsigned long long id = 0;
-  if (CUresult status = driver.cuCtxGetId(context, &id); status != CUDA_SUCCESS) return status;
+  if (CUresult status = current_context_id(driver, id); status != CUDA_SUCCESS) return status;
   module_map& map = modules();
   std::lock_guard lock(map.mutex);
   if (auto known = map.by_context.find(id); known != map.by_context.end()) {
@@ -102,11 +107,8 @@ CUresult current_kernels(loaded_kernels& out) noexcept try {
 
 CUresult unload_current_kernels() noexcept try {
   const driver_table& driver = detail::driver();
-  CUcontext context = nullptr;
-  if (CUresult status = driver.cuCtxGetCurrent(&context); status != CUDA_SUCCESS) return status;
-  if (context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   unsigned long long id = 0;
-  if (CUresult status = driver.cuCtxGetId(context, &id); status != CUDA_SUCCESS) return status;
+  if (CUresult status = current_context_id(driver, id); status != CUDA_SUCCESS) return status;
   module_map& map = modules();
   std::lock_guard lock(map.mutex);
   auto known = map.by_context.find(id);

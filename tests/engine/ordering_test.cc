@@ -12,6 +12,7 @@
 #include "engine/driver/sim/control.hpp"
 #include "ferry/marshal.hpp"
 #include "tests/support/device_fixture.hpp"
+#include "tests/support/engine_fixture.hpp"
 #include "tests/support/io_helpers.hpp"
 #include "tests/support/random_bytes.hpp"
 #include "tests/support/stream_gate.hpp"
@@ -23,17 +24,7 @@ using ferry::testing::same_bytes;
 
 namespace {
 
-engine_options small_chunks() {
-  engine_options options;
-  options.staging_chunk_bytes = 256 << 10;
-  options.staging_chunks = 2;
-  return options;
-}
-
-struct engine_fixture : ferry::testing::device_fixture {
-  asio::io_context io;
-  engine gpu{io.get_executor(), small_chunks()};
-};
+using engine_fixture = ferry::testing::engine_fixture<256 << 10, 2>;
 
 }  // namespace
 

@@ -18,6 +18,7 @@
 
 #include "ferry/marshal.hpp"
 #include "tests/support/device_fixture.hpp"
+#include "tests/support/engine_fixture.hpp"
 #include "tests/support/io_helpers.hpp"
 #include "tests/support/random_bytes.hpp"
 
@@ -31,17 +32,7 @@ namespace {
 constexpr std::size_t count = (3 << 20) / 4 + 11;  // pageable transfers span several staging chunks
 constexpr std::size_t width = 300, height = 40, pitch = 512;
 
-engine_options small_chunks() {
-  engine_options options;
-  options.staging_chunk_bytes = 1 << 20;
-  options.staging_chunks = 3;
-  return options;
-}
-
-struct engine_fixture : ferry::testing::device_fixture {
-  asio::io_context io;
-  engine gpu{io.get_executor(), small_chunks()};
-};
+using engine_fixture = ferry::testing::engine_fixture<1 << 20, 3>;
 
 // The expected content of a pitched device array after copy_2d of a width x height region from
 // (3, 2) of `source` to (5, 4) of `before`.
