@@ -7,9 +7,9 @@
 //   asio::co_spawn(io, [&]() -> asio::awaitable<void> {
 //     std::vector<float> host(1 << 24, 1.0f);
 //     auto dev = gpu.allocate<float>(host.size());
-//     co_await gpu.poke(std::span<const float>(host), dev.get(), asio::use_awaitable);
+//     co_await gpu.poke(host, dev.get(), asio::use_awaitable);         // borrowed until it completes
 //     co_await gpu.memset(dev.get(), host.size(), 0.0f, asio::use_awaitable);
-//     co_await gpu.peek(dev.get(), std::span<float>(host), asio::use_awaitable);
+//     co_await gpu.peek(ferry::device_ptr<const float>(dev.get()), host, asio::use_awaitable);
 //   }, asio::detached);
 //   io.run();
 //
@@ -158,6 +158,15 @@ class engine {
                                         detail::device_side("destination", destination.get()));
     return start_owning(std::move(transfer), stream.get(), std::move(owned), std::forward<Token>(token));
   }
+  // A vector the caller keeps (an lvalue) is borrowed, as a span of it would be.
+  template <storable T, class Token>
+  auto poke(const std::vector<T>& source, device_ptr<T> destination, Token&& token) {
+    return poke(std::span<const T>(source), destination, std::forward<Token>(token));
+  }
+  template <storable T, class Token>
+  auto poke(const std::vector<T>& source, device_ptr<T> destination, stream_ref stream, Token&& token) {
+    return poke(std::span<const T>(source), destination, stream, std::forward<Token>(token));
+  }
   // A const temporary cannot be handed back: rejected at compile time rather than left dangling.
   template <storable T, class Token>
   auto poke(const std::vector<T>&& source, device_ptr<T> destination, Token&& token) = delete;
@@ -206,6 +215,16 @@ class engine {
     return start_transfer(core_->prepare_copy("engine::peek", count, sizeof(T), detail::device_side("source", source.get()),
                                               detail::pinned_side("destination", destination.get())),
                           stream.get(), std::forward<Token>(token));
+  }
+  // Into a vector the caller keeps (borrowed until the handler runs; its size is the count).
+  template <storable T, class Token>
+  auto peek(device_ptr<const T> source, std::vector<std::remove_const_t<T>>& destination, Token&& token) {
+    return peek(source, std::span<std::remove_const_t<T>>(destination), std::forward<Token>(token));
+  }
+  template <storable T, class Token>
+  auto peek(device_ptr<const T> source, std::vector<std::remove_const_t<T>>& destination, stream_ref stream,
+            Token&& token) {
+    return peek(source, std::span<std::remove_const_t<T>>(destination), stream, std::forward<Token>(token));
   }
   // Into a new vector of `count` elements, handed over in the completion: void(error_code, std::vector<T>).
   template <storable T, class Token>

@@ -65,6 +65,13 @@ BOOST_AUTO_TEST_CASE(every_operation_completes_through_use_awaitable) {
     BOOST_TEST(moved == count * 4);
     BOOST_TEST(same_bytes(back, values));
 
+    // Vectors the caller keeps are borrowed.
+    std::vector<std::uint32_t> borrowed(count);
+    ferry::testing::poison_fill(std::span(borrowed));
+    co_await gpu.poke(values, b.get(), asio::use_awaitable);
+    co_await gpu.peek(device_ptr<const std::uint32_t>(b.get()), borrowed, asio::use_awaitable);
+    BOOST_TEST(same_bytes(borrowed, values));
+
     // Owned vectors travel with the op and come back in the completion.
     std::vector<std::uint32_t> returned = co_await gpu.poke(std::vector<std::uint32_t>(values), b.get(), asio::use_awaitable);
     BOOST_TEST(same_bytes(returned, values));
