@@ -20,9 +20,11 @@ int main() {
   ferry::context_guard current(primary);
 
   static ferry::engine finished{io.get_executor()};
-  auto buffer = finished.allocate<std::uint32_t>(1024);
-  finished.memset(buffer.get(), 1024, std::uint32_t{7}, [](auto) {});
-  io.run();  // its work is done; it is destroyed with the statics
+  {
+    auto buffer = finished.allocate<std::uint32_t>(1024);
+    finished.memset(buffer.get(), 1024, std::uint32_t{7}, [](auto) {});
+    io.run();  // its work is done; the engine is destroyed with the statics
+  }  // freed before the held-back work below exists: a free waits for the context's queued work
 
   auto* leaked = new ferry::engine{io.get_executor()};
   auto* target = new ferry::device_buffer<std::uint32_t>(leaked->allocate<std::uint32_t>(1 << 20));

@@ -7,7 +7,9 @@
 
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <memory>
+#include <string>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -51,6 +53,10 @@ class gate {
   struct state;
   std::shared_ptr<state> state_;
 };
+
+// How many times each entry point (unversioned name) has been called since the process started;
+// fault-injection sweeps diff two snapshots to learn which calls an operation makes.
+std::map<std::string, std::size_t> call_counts();
 
 // What the simulated driver holds right now; tests compare before/after to prove nothing leaked.
 struct usage {

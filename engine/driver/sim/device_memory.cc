@@ -1,6 +1,7 @@
 // Device memory entry points: allocation, release, free/total memory, and the range around a pointer.
 #include "engine/driver/sim/api.hpp"
 #include "engine/driver/sim/contexts.hpp"
+#include "engine/driver/sim/streams.hpp"
 #include "engine/driver/sim/memory_registry.hpp"
 #include "engine/driver/sim/status.hpp"
 
@@ -19,6 +20,9 @@ CUresult cuMemFree(CUdeviceptr dptr) {
   FERRY_SIM_TRY(current_context_even_if_poisoned(ctx));
   // A poisoned context still lets go of what it is told to free, so that cleanup after an injected
   // fault leaves nothing behind; the call reports the sticky error all the same.
+  // Like the real driver's frees, wait for the context's queued work first: work already on a stream
+  // may still read or write the memory.
+  if (!ctx->poisoned()) synchronize_context(*ctx);
   const CUresult freed = free_device(dptr);
   return ctx->poisoned() ? ctx->sticky() : freed;
 }

@@ -4,6 +4,7 @@
 
 #include "engine/driver/sim/api.hpp"
 #include "engine/driver/sim/contexts.hpp"
+#include "engine/driver/sim/streams.hpp"
 #include "engine/driver/sim/memory_registry.hpp"
 #include "engine/driver/sim/status.hpp"
 
@@ -20,6 +21,9 @@ CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) {
 CUresult cuMemFreeHost(void* p) {
   context* ctx = nullptr;
   FERRY_SIM_TRY(current_context_even_if_poisoned(ctx));
+  // Like the real driver's frees, wait for the context's queued work first: work already on a stream
+  // may still read or write the memory.
+  if (!ctx->poisoned()) synchronize_context(*ctx);
   const CUresult freed = free_pinned(p);
   return ctx->poisoned() ? ctx->sticky() : freed;
 }
@@ -33,6 +37,7 @@ CUresult cuMemHostRegister(void* p, size_t bytesize, unsigned int Flags) {
 CUresult cuMemHostUnregister(void* p) {
   context* ctx = nullptr;
   FERRY_SIM_TRY(current_context_even_if_poisoned(ctx));
+  if (!ctx->poisoned()) synchronize_context(*ctx);  // as the frees: queued DMA may still use the pages
   const CUresult unregistered = unregister_host(p);
   return ctx->poisoned() ? ctx->sticky() : unregistered;
 }

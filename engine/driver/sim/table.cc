@@ -5,11 +5,16 @@
 #include <atomic>
 #include <cstdio>
 #include <cstddef>
+#include <map>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 #include <string_view>
 
 #include "engine/driver/driver_table.hpp"
 #include "engine/driver/sim/api.hpp"
+#include "engine/driver/sim/control.hpp"
 #include "engine/driver/sim/faults.hpp"
 #include "engine/driver/sim/runtime.hpp"
 
@@ -31,9 +36,17 @@ constexpr bool answers_before_init(std::string_view name) {
 template <entry_name Name, auto Implementation>
 struct guarded;
 
+// Every entry point's call counter, by name (for ferry::sim::call_counts).
+std::vector<std::pair<std::string_view, std::atomic<std::size_t>*>>& counters() {
+  static auto* const instance = new std::vector<std::pair<std::string_view, std::atomic<std::size_t>*>>();
+  return *instance;
+}
+
 template <entry_name Name, class... Args, CUresult (*Implementation)(Args...)>
 struct guarded<Name, Implementation> {
+  static inline std::atomic<std::size_t> calls{0};
   static CUresult call(Args... args) {
+    calls.fetch_add(1, std::memory_order_relaxed);
     if (torn_down_at_exit()) {
       // The real driver answers CUDA_ERROR_DEINITIALIZED here (or crashes): say so, once per entry point,
       // so that tests of shutdown can see it.
@@ -53,7 +66,9 @@ struct guarded<Name, Implementation> {
 
 ferry::detail::driver_table make_table() {
   ferry::detail::driver_table table;
-#define FERRY_SIM_FILL_ENTRY(name, version) table.name = &guarded<#name, &ferry::sim::api::name>::call;
+#define FERRY_SIM_FILL_ENTRY(name, version)                    \
+  table.name = &guarded<#name, &ferry::sim::api::name>::call; \
+  counters().emplace_back(#name, &guarded<#name, &ferry::sim::api::name>::calls);
   FERRY_DRIVER_ENTRY_POINTS(FERRY_SIM_FILL_ENTRY)
 #undef FERRY_SIM_FILL_ENTRY
   return table;
@@ -70,3 +85,14 @@ const driver_table& sim_table() {
 }
 
 }  // namespace ferry::detail
+
+namespace ferry::sim {
+
+std::map<std::string, std::size_t> call_counts() {
+  ferry::detail::sim_table();  // the counters are registered with the table
+  std::map<std::string, std::size_t> counts;
+  for (const auto& [name, count] : detail::counters()) counts[std::string(name)] = count->load();
+  return counts;
+}
+
+}  // namespace ferry::sim
