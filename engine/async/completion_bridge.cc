@@ -1,5 +1,7 @@
 #include "engine/async/completion_bridge.hpp"
 
+#include "ferry/error.hpp"
+
 #include <pthread.h>
 #include <sys/prctl.h>
 #include <time.h>
@@ -133,6 +135,13 @@ std::vector<std::pair<completion_bridge::entry_ptr, CUresult>> completion_bridge
 
 void completion_bridge::finish(std::vector<std::pair<entry_ptr, CUresult>>& finished) {
   for (auto& [item, status] : finished) {
+    if (status != CUDA_SUCCESS && !is_sticky(status)) {
+      // The query failed but the context lives: the work may still be running. Wait for the stream
+      // before anyone is told, so that no memory is handed back while the GPU may use it. (After a
+      // sticky error the device runs nothing more of the context.)
+      const CUresult drained = driver_.cuStreamSynchronize(item->stream);
+      if (drained != CUDA_SUCCESS && !is_sticky(drained)) status = drained;
+    }
     item->done(status);
     item->done = nullptr;
     if (options_.policy == completion_policy::host_callback && !item->fired) {

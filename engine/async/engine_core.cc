@@ -84,6 +84,8 @@ struct engine_core::impl {
   void run_staged(std::shared_ptr<operation> op, std::uint64_t sequence, std::shared_ptr<prepared_transfer> transfer,
                   CUstream stream, bool sequenced);
   void post_work(std::function<void()> work);
+  // Process exit: stops every engine thread at once; the driver is called no more.
+  void stop_for_exit();
   // memcpy split among the copier threads; the calling thread copies a slice too and returns when all are done.
   void parallel_copy(std::byte* destination, const std::byte* source, std::size_t bytes);
 
@@ -150,15 +152,8 @@ engine_core::impl::impl(const engine_options& opts)
   registrations = std::make_unique<registration_cache>(driver, options.registration_cache_bytes,
                                                        options.registration_threshold_bytes);
   // Registered after the driver's cuInit (driver() ran above), so it runs before the driver's teardown.
-  exit_ticket = stop_at_exit([this] {
-    stopped_for_exit = true;
-    if (batcher) batcher->stop_for_exit();
-    bridge->stop_for_exit();
-    workers.stop();
-    workers.join();
-    copiers.stop();
-    copiers.join();
-  });
+  exit_ticket = stop_at_exit([this] { stop_for_exit(); });
+  watch_main_thread_exit();
   if (options.batch_window.count() > 0) {
     batcher = std::make_unique<copy_batcher>(
         driver, context, ordinal, *bridge, [this] { return pool[next_pool_stream.fetch_add(1) % pool.size()]; },
@@ -166,8 +161,19 @@ engine_core::impl::impl(const engine_options& opts)
   }
 }
 
+void engine_core::impl::stop_for_exit() {
+  if (stopped_for_exit.exchange(true)) return;
+  if (batcher) batcher->stop_for_exit();
+  bridge->stop_for_exit();
+  workers.stop();
+  workers.join();
+  copiers.stop();
+  copiers.join();
+}
+
 engine_core::impl::~impl() {
   forget_at_exit(exit_ticket);
+  if (process_exiting()) stop_for_exit();  // a static engine destroyed during exit
   if (stopped_for_exit) {
     // Destroyed during exit after the driver's teardown began: its threads are stopped; what the
     // driver holds for it goes with the process. Destroying these would call the driver.
@@ -358,7 +364,10 @@ struct staged_state : std::enable_shared_from_this<staged_state> {
         }
         self->engine->post_work([self, chunk] { self->submit(chunk); });
       });
-    } catch (const std::exception&) {
+    } catch (const cuda_error& error) {
+      engine->fail(op, error.status(), engine->where(*transfer, stream) + " (staging pool allocation)");
+      stop_submitting();
+    } catch (const std::bad_alloc&) {
       engine->fail(op, CUDA_ERROR_OUT_OF_MEMORY, engine->where(*transfer, stream) + " (staging pool allocation)");
       stop_submitting();
     }

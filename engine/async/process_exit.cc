@@ -1,5 +1,9 @@
 #include "engine/async/process_exit.hpp"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -19,7 +23,15 @@ exit_registry& registry() {
   return *instance;
 }
 
+std::atomic<bool> exiting{false};
+
+// Destroyed when the main thread's thread-locals are, which exit() does first.
+struct main_thread_sentinel {
+  ~main_thread_sentinel() { exiting.store(true, std::memory_order_release); }
+};
+
 void stop_all() {
+  exiting.store(true, std::memory_order_release);
   std::map<int, std::function<void()>> stops;
   {
     std::lock_guard lock(registry().mutex);
@@ -37,6 +49,14 @@ int stop_at_exit(std::function<void()> stop) {
   const int ticket = registry().next_ticket++;
   registry().stops.emplace(ticket, std::move(stop));
   return ticket;
+}
+
+bool process_exiting() noexcept { return exiting.load(std::memory_order_acquire); }
+
+void watch_main_thread_exit() {
+  if (::syscall(SYS_gettid) != ::getpid()) return;
+  thread_local main_thread_sentinel sentinel;
+  (void)sentinel;
 }
 
 void forget_at_exit(int ticket) {

@@ -15,4 +15,11 @@ int stop_at_exit(std::function<void()> stop);
 // An engine that ends normally takes its stop back.
 void forget_at_exit(int ticket);
 
+// True once the process has begun to exit: the main thread's thread-local objects are being destroyed
+// (exit() does that before it runs atexit handlers and static destructors) or the atexit handler ran.
+// An engine destroyed then (a static one) stops its threads and calls the driver no more.
+bool process_exiting() noexcept;
+// Arms the main-thread sentinel behind process_exiting(); a no-op on other threads.
+void watch_main_thread_exit();
+
 }  // namespace ferry::detail

@@ -2,8 +2,9 @@
 // every entry point it calls and every call index in turn, that one call fails. Each run must report a
 // ferry error (or succeed where the failed call had a fallback), leak nothing, and leave the next run
 // to succeed with every byte right.
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/use_future.hpp>
+#include <boost/asio/system_executor.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
@@ -42,13 +43,19 @@ void require(bool condition, const char* what) {
   if (!condition) throw std::logic_error(what);
 }
 
-// Waits for an engine op; an op that never completes is a defect the sweep reports.
-template <class Future>
-auto await(Future future) {
+// Runs an engine op to completion: its handler (on the system executor, since the test runs no
+// io_context) hands the error over as a value, not as an exception, and this throws it. An op that never
+// completes is a defect the sweep reports.
+template <class Start>
+void await(Start start) {
+  auto promise = std::make_shared<std::promise<boost::system::error_code>>();
+  auto future = promise->get_future();
+  start(asio::bind_executor(asio::system_executor(),
+                            [promise](boost::system::error_code error, auto&&...) { promise->set_value(error); }));
   if (future.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
     throw std::logic_error("an operation did not complete within 10 s after an injected failure");
   }
-  return future.get();
+  if (const boost::system::error_code error = future.get()) throw boost::system::system_error(error);
 }
 
 struct operation_case {
@@ -138,13 +145,13 @@ std::vector<operation_case> cases() {
          engine gpu{io.get_executor(), options};
          auto values = random_vector<std::uint32_t>((256 << 10) / 4, 8);
          auto device = gpu.allocate<std::uint32_t>(values.size());
-         await(gpu.poke(std::span<const std::uint32_t>(values), device.get(), asio::use_future));
+         await([&](auto done) { gpu.poke(std::span<const std::uint32_t>(values), device.get(), done); });
          auto other = gpu.allocate<std::uint32_t>(values.size());
-         await(gpu.copy(device_ptr<const std::uint32_t>(device.get()), other.get(), values.size(), asio::use_future));
-         await(gpu.memset(device.get(), 16, std::uint32_t{3}, asio::use_future));
+         await([&](auto done) { gpu.copy(device_ptr<const std::uint32_t>(device.get()), other.get(), values.size(), done); });
+         await([&](auto done) { gpu.memset(device.get(), 16, std::uint32_t{3}, done); });
          std::vector<std::uint32_t> back(values.size());
-         await(gpu.peek(device_ptr<const std::uint32_t>(other.get()), std::span<std::uint32_t>(back), asio::use_future));
-         await(gpu.wait_all(asio::use_future));
+         await([&](auto done) { gpu.peek(device_ptr<const std::uint32_t>(other.get()), std::span<std::uint32_t>(back), done); });
+         await([&](auto done) { gpu.wait_all(done); });
          require(same_bytes(back, values), "engine bytes");
        }},
   };
