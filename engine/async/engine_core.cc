@@ -341,9 +341,12 @@ struct staged_state : std::enable_shared_from_this<staged_state> {
   }
 
   void stop_submitting() {
-    if (sequenced) engine->sequencer.done(stream);
     all_submitted = true;
+    // Finish (if the chunks are done) before the next op on the stream may be submitted: its completion
+    // must not overtake this one's. If chunks are still in flight, the bridge reports this op's last
+    // chunk before anything submitted after it, since it answers a stream's events in order.
     maybe_finish();
+    if (sequenced) engine->sequencer.done(stream);
   }
 
   // Leases the next chunk (or stops). Runs on the thread that finished the previous step.
