@@ -219,4 +219,36 @@ BOOST_AUTO_TEST_CASE(every_driver_call_of_every_operation_can_fail_once_without_
   BOOST_TEST(injected > 100u);
 }
 
+BOOST_AUTO_TEST_CASE(every_allocation_point_can_run_out_of_memory_and_says_so) {
+  // The allocating entry points, failed with CUDA_ERROR_OUT_OF_MEMORY at each call index: the caller
+  // sees ferry::out_of_memory (a std::bad_alloc), or the engine op completes with that status.
+  const std::set<std::string> allocating = {"cuMemAlloc", "cuMemHostAlloc", "cuMemAllocManaged", "cuMemHostRegister"};
+  std::size_t injected = 0;
+  for (const operation_case& c : cases()) {
+    detail::unload_kernels();
+    const sim::usage clean = ferry::testing::usage_now();
+    const auto before = sim::call_counts();
+    c.run();
+    const auto after = sim::call_counts();
+    for (const std::string& entry : allocating) {
+      const std::size_t calls = after.at(entry) - before.at(entry);
+      for (std::size_t nth = 1; nth <= calls; ++nth) {
+        sim::reset_faults();
+        sim::fail_call(entry, static_cast<unsigned>(nth), CUDA_ERROR_OUT_OF_MEMORY);
+        const std::string outcome = run_with_failure(c);
+        sim::reset_faults();
+        ++injected;
+        const bool said_so = outcome.rfind("out_of_memory:", 0) == 0 ||
+                             (outcome.rfind("error_code:", 0) == 0 && outcome.find("OUT_OF_MEMORY") != std::string::npos);
+        BOOST_CHECK_MESSAGE(said_so, c.name << ": " << entry << " call " << nth << " out of memory ended as: " << outcome);
+        detail::unload_kernels();
+        BOOST_CHECK_MESSAGE(ferry::testing::usage_now() == clean, c.name << ": out of memory at " << entry << " call "
+                                                                          << nth << " left something behind");
+      }
+    }
+  }
+  BOOST_TEST_MESSAGE(injected << " out-of-memory failures injected at allocation points");
+  BOOST_TEST(injected >= 10u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
