@@ -174,6 +174,22 @@ std::string run_with_failure(const operation_case& c) {
   // Anything else (a logic_error from a wrong byte or a hang) propagates and fails the test.
 }
 
+// One clean run of a case: what the driver held before it (kernels unloaded: they stay loaded for a
+// context's life, which is not a leak) and how many times it called each entry point.
+struct learned {
+  sim::usage clean;
+  std::map<std::string, std::size_t> calls;
+};
+
+learned learn(const operation_case& c) {
+  detail::unload_kernels();
+  learned result{ferry::testing::usage_now(), {}};
+  const auto before = sim::call_counts();
+  c.run();
+  for (const auto& [entry, count] : sim::call_counts()) result.calls[entry] = count - before.at(entry);
+  return result;
+}
+
 }  // namespace
 
 BOOST_FIXTURE_TEST_SUITE(fault_sweep, ferry::testing::device_fixture, *ferry::testing::only_on_sim())
@@ -181,13 +197,9 @@ BOOST_FIXTURE_TEST_SUITE(fault_sweep, ferry::testing::device_fixture, *ferry::te
 BOOST_AUTO_TEST_CASE(every_driver_call_of_every_operation_can_fail_once_without_leaks_or_damage) {
   std::size_t injected = 0, reported = 0;
   for (const operation_case& c : cases()) {
-    detail::unload_kernels();
-    const sim::usage clean = ferry::testing::usage_now();
-    const auto before = sim::call_counts();
-    c.run();
-    const auto after = sim::call_counts();
-    for (const auto& [entry, count_after] : after) {
-      const std::size_t calls = count_after - before.at(entry);
+    const learned run = learn(c);
+    const sim::usage& clean = run.clean;
+    for (const auto& [entry, calls] : run.calls) {
       if (calls == 0 || not_failed.count(entry)) continue;
       for (std::size_t nth = 1; nth <= calls; ++nth) {
         sim::reset_faults();
@@ -225,13 +237,10 @@ BOOST_AUTO_TEST_CASE(every_allocation_point_can_run_out_of_memory_and_says_so) {
   const std::set<std::string> allocating = {"cuMemAlloc", "cuMemHostAlloc", "cuMemAllocManaged", "cuMemHostRegister"};
   std::size_t injected = 0;
   for (const operation_case& c : cases()) {
-    detail::unload_kernels();
-    const sim::usage clean = ferry::testing::usage_now();
-    const auto before = sim::call_counts();
-    c.run();
-    const auto after = sim::call_counts();
+    const learned run = learn(c);
+    const sim::usage& clean = run.clean;
     for (const std::string& entry : allocating) {
-      const std::size_t calls = after.at(entry) - before.at(entry);
+      const std::size_t calls = run.calls.at(entry);
       for (std::size_t nth = 1; nth <= calls; ++nth) {
         sim::reset_faults();
         sim::fail_call(entry, static_cast<unsigned>(nth), CUDA_ERROR_OUT_OF_MEMORY);
