@@ -234,16 +234,20 @@ int main(int argc, char** argv) try {
          verify_copy});
     const std::size_t words = device_copy_bytes / 4;
     const std::uint32_t value = 0x9e3779b9u;
-    auto verify_fill = [&] {
-      std::vector<std::uint32_t> back(largest / 4);
-      for (std::size_t offset = 0; offset < device_copy_bytes; offset += largest) {
-        const std::size_t n = std::min(largest, device_copy_bytes - offset);
-        check(raw.cuMemcpyDtoH(back.data(), b.get().get() + offset, n), "cuMemcpyDtoH");
-        if (!std::all_of(back.begin(), back.begin() + n / 4, [&](std::uint32_t v) { return v == value; }))
-          throw std::runtime_error("memset32: a word differs");
-      }
-      check(raw.cuMemsetD8(b.get().get(), 0xA5, device_copy_bytes), "cuMemsetD8");
+    // Checks, chunk by chunk, that every word of `b` holds `expected`, then poisons it for the next run.
+    auto verify_filled = [&](auto expected, const char* what) {
+      return [&, expected, what] {
+        std::vector<decltype(expected)> back(largest / sizeof(expected));
+        for (std::size_t offset = 0; offset < device_copy_bytes; offset += largest) {
+          const std::size_t n = std::min(largest, device_copy_bytes - offset);
+          check(raw.cuMemcpyDtoH(back.data(), b.get().get() + offset, n), "cuMemcpyDtoH");
+          if (!std::all_of(back.begin(), back.begin() + n / sizeof(expected), [&](auto v) { return v == expected; }))
+            throw std::runtime_error(std::string(what) + ": a word differs");
+        }
+        check(raw.cuMemsetD8(b.get().get(), 0xA5, device_copy_bytes), "cuMemsetD8");
+      };
     };
+    const auto verify_fill = verify_filled(value, "memset32");
     run({"memset32_" + size_name(device_copy_bytes), device_copy_bytes, 1, 1, 5,
          [&] { complete([&](auto done) { gpu.memset(b.get().cast<std::uint32_t>(), words, value, done); }); },
          [&] {
@@ -253,16 +257,7 @@ int main(int argc, char** argv) try {
          verify_fill});
     // An 8-byte pattern (ferry's fill kernel) against cuMemsetD32Async over the same bytes.
     const std::uint64_t wide = 0x0123456789abcdefull;
-    auto verify_wide = [&] {
-      std::vector<std::uint64_t> back(largest / 8);
-      for (std::size_t offset = 0; offset < device_copy_bytes; offset += largest) {
-        const std::size_t n = std::min(largest, device_copy_bytes - offset);
-        check(raw.cuMemcpyDtoH(back.data(), b.get().get() + offset, n), "cuMemcpyDtoH");
-        if (!std::all_of(back.begin(), back.begin() + n / 8, [&](std::uint64_t v) { return v == wide; }))
-          throw std::runtime_error("fill64: a word differs");
-      }
-      check(raw.cuMemsetD8(b.get().get(), 0xA5, device_copy_bytes), "cuMemsetD8");
-    };
+    const auto verify_wide = verify_filled(wide, "fill64");
     run({"fill64_" + size_name(device_copy_bytes), device_copy_bytes, 1, 1, 5,
          [&] { complete([&](auto done) { gpu.memset(b.get().cast<std::uint64_t>(), device_copy_bytes / 8, wide, done); }); },
          [&] {
