@@ -60,14 +60,16 @@ CUresult completion_bridge::watch(CUstream stream, continuation done) {
       item->fired = true;  // the event alone will tell
     }
   }
+  pending_count_.fetch_add(1);
+  bool parked;
   {
     std::lock_guard lock(mutex_);
     item->sequence = next_sequence_++;
-    pending_[stream].push_back(std::move(item));
-    ++pending_count_;
-    last_activity_ = std::chrono::steady_clock::now();
+    incoming_.push_back(std::move(item));
+    has_incoming_.store(true, std::memory_order_release);
+    parked = parked_;
   }
-  wake_.notify_one();
+  if (parked) wake_.notify_one();  // a spinning bridge sees the hand-off list without a system call
   return CUDA_SUCCESS;
 }
 
@@ -83,7 +85,7 @@ void completion_bridge::stop_for_exit() {
 
 void completion_bridge::drain() {
   std::unique_lock lock(mutex_);
-  drained_.wait(lock, [&] { return pending_count_ == 0; });
+  drained_.wait(lock, [&] { return pending_count_.load() == 0; });
 }
 
 double completion_bridge::cpu_seconds() const {
@@ -99,38 +101,65 @@ double completion_bridge::cpu_seconds() const {
 void CUDA_CB completion_bridge::host_function_fired(void* user_data) {
   auto* item = static_cast<entry*>(user_data);
   completion_bridge* bridge = item->bridge;
+  item->fired = true;
   {
     std::lock_guard lock(bridge->mutex_);
-    item->fired = true;
+    bridge->signalled_ = true;
   }
   bridge->wake_.notify_one();
 }
 
-std::vector<std::pair<completion_bridge::entry_ptr, CUresult>> completion_bridge::collect_finished(
-    std::unique_lock<std::mutex>& lock) {
+bool completion_bridge::take_incoming() {
+  // With work pending, the lock is taken only when something arrived; with none, every time, to see
+  // stopping_.
+  if (has_incoming_.load(std::memory_order_acquire) || pending_.empty()) {
+    std::lock_guard lock(mutex_);
+    arrivals_.swap(incoming_);
+    has_incoming_.store(false, std::memory_order_relaxed);
+    if (arrivals_.empty() && pending_.empty() && stopping_) return false;
+  }
+  if (!arrivals_.empty()) {
+    last_activity_ = std::chrono::steady_clock::now();
+    for (entry_ptr& item : arrivals_) pending_[item->stream].push_back(std::move(item));
+    arrivals_.clear();
+  }
+  return true;
+}
+
+void completion_bridge::park(std::optional<std::chrono::steady_clock::time_point> until) {
+  std::unique_lock lock(mutex_);
+  auto woken = [&] { return !incoming_.empty() || signalled_ || stopping_; };
+  parked_ = true;
+  if (until) {
+    wake_.wait_until(lock, *until, woken);
+  } else {
+    wake_.wait(lock, woken);
+  }
+  parked_ = false;
+  signalled_ = false;
+}
+
+std::vector<std::pair<completion_bridge::entry_ptr, CUresult>> completion_bridge::collect_finished() {
   std::vector<entry_ptr>& fronts = fronts_;  // reused: this loop runs continuously while work is young
   fronts.clear();
   const bool callbacks = options_.policy == completion_policy::host_callback;
-  if (abandoned_) return {};
   for (auto& [stream, queue] : pending_) {
-    if (!queue.empty() && (!callbacks || queue.front()->fired || queue.front()->failure_seen)) {
-      fronts.push_back(queue.front());
-    }
+    if (!callbacks || queue.front()->fired.load() || queue.front()->failure_seen) fronts.push_back(queue.front());
   }
-  lock.unlock();
   std::vector<std::pair<entry_ptr, CUresult>> finished;
   for (entry_ptr& item : fronts) {
+    if (abandoned_.load()) return {};
     CUresult status = driver_.cuEventQuery(item->event);
     if (status != CUDA_ERROR_NOT_READY) finished.emplace_back(std::move(item), status);
   }
-  lock.lock();
-  for (auto& [item, status] : finished) {
-    auto& queue = pending_[item->stream];
-    queue.pop_front();  // only this thread pops, so the finished entry is still the front
-    if (queue.empty()) pending_.erase(item->stream);
-    --pending_count_;
-  }
+  for (auto& [item, status] : finished) pop_front(item);
   return finished;
+}
+
+void completion_bridge::pop_front(const entry_ptr& item) {
+  auto queue = pending_.find(item->stream);
+  queue->second.pop_front();  // only fronts finish, so the entry is its stream's front
+  if (queue->second.empty()) pending_.erase(queue);
 }
 
 void completion_bridge::finish(std::vector<std::pair<entry_ptr, CUresult>>& finished) {
@@ -145,11 +174,24 @@ void completion_bridge::finish(std::vector<std::pair<entry_ptr, CUresult>>& fini
     item->done(status);
     item->done = nullptr;
     if (options_.policy == completion_policy::host_callback && !item->fired) {
-      std::lock_guard lock(mutex_);
       unfired_.push_back(item);
     } else {
       events_.release(item->event);
     }
+    if (pending_count_.fetch_sub(1) == 1) {
+      std::lock_guard lock(mutex_);  // drain() checks the count under the lock: no lost wake-up
+      drained_.notify_all();
+    }
+  }
+  last_activity_ = std::chrono::steady_clock::now();
+}
+
+void completion_bridge::mark_failed_fronts() {
+  for (auto& [stream, queue] : pending_) {
+    entry& front = *queue.front();
+    if (front.fired.load() || front.failure_seen || abandoned_.load()) continue;
+    const CUresult status = driver_.cuEventQuery(front.event);
+    if (status != CUDA_SUCCESS && status != CUDA_ERROR_NOT_READY) front.failure_seen = true;
   }
 }
 
@@ -157,21 +199,18 @@ void completion_bridge::run() {
   driver_.cuCtxSetCurrent(context_);
   // Linux lets a sleep overrun by up to 50 us (timer slack); the backoff sleeps are meant to be short.
   ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-  std::unique_lock lock(mutex_);
-  while (!abandoned_) {
-    if (pending_count_ == 0) {
-      drained_.notify_all();
-      if (stopping_) break;
+  auto last_failure_check = std::chrono::steady_clock::now();
+  while (!abandoned_.load() && take_incoming()) {
+    const auto now = std::chrono::steady_clock::now();
+    const bool young = now - last_activity_ < options_.spin_window;
+    if (pending_.empty()) {
       // Right after activity more work usually follows (a coroutine's next transfer): stay awake for the
       // spin window so that it is seen without a wake-up, then park.
-      if (options_.policy == completion_policy::poll &&
-          std::chrono::steady_clock::now() - last_activity_ < options_.spin_window) {
-        lock.unlock();
+      if (options_.policy == completion_policy::poll && young) {
         for (int i = 0; i < 32; ++i) __builtin_ia32_pause();
-        lock.lock();
-        continue;
+      } else {
+        park(std::nullopt);
       }
-      wake_.wait(lock, [&] { return pending_count_ > 0 || stopping_; });
       continue;
     }
     if (options_.policy == completion_policy::blocking_sync) {
@@ -179,68 +218,40 @@ void completion_bridge::run() {
       for (auto& [stream, queue] : pending_) {
         if (!oldest || queue.front()->sequence < oldest->sequence) oldest = queue.front();
       }
-      lock.unlock();
-      CUresult status = driver_.cuEventSynchronize(oldest->event);
-      lock.lock();
-      // The oldest entry overall is also the front of its stream.
-      auto& queue = pending_[oldest->stream];
-      queue.pop_front();
-      if (queue.empty()) pending_.erase(oldest->stream);
-      --pending_count_;
-      std::vector<std::pair<entry_ptr, CUresult>> finished{{oldest, status}};
-      lock.unlock();
+      std::vector<std::pair<entry_ptr, CUresult>> finished{{oldest, driver_.cuEventSynchronize(oldest->event)}};
+      pop_front(oldest);  // the oldest entry overall is also the front of its stream
       finish(finished);
-      lock.lock();
       continue;
     }
-
-    auto finished = collect_finished(lock);
+    auto finished = collect_finished();
     if (!finished.empty()) {
-      last_activity_ = std::chrono::steady_clock::now();
-      lock.unlock();
       finish(finished);
-      lock.lock();
       continue;
     }
     if (options_.policy == completion_policy::host_callback) {
-      // Sleep until a callback fires; look at the streams now and then in case one failed.
-      auto any_ready = [&] {
-        return std::any_of(pending_.begin(), pending_.end(), [](const auto& item) {
-          return item.second.front()->fired.load() || item.second.front()->failure_seen;
-        });
-      };
-      if (!any_ready() && !wake_.wait_for(lock, failure_check_interval, [&] { return stopping_ || any_ready(); })) {
-        std::vector<entry_ptr> fronts;
-        for (auto& [stream, queue] : pending_) fronts.push_back(queue.front());
-        lock.unlock();
-        std::vector<entry_ptr> failed;
-        for (entry_ptr& item : fronts) {
-          CUresult status = driver_.cuEventQuery(item->event);
-          if (status != CUDA_SUCCESS && status != CUDA_ERROR_NOT_READY) failed.push_back(item);
-        }
-        lock.lock();
-        for (entry_ptr& item : failed) item->failure_seen = true;
+      // Sleep until a callback fires; look at the streams now and then, because after a failure the
+      // driver runs no more host functions.
+      if (now - last_failure_check >= failure_check_interval) {
+        mark_failed_fronts();
+        last_failure_check = now;
+      } else {
+        park(last_failure_check + failure_check_interval);
       }
       continue;
     }
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last_activity_ < options_.spin_window) {
+    if (young) {
       // Young work: keep querying. A short pause between queries, not a yield: a system call would cost
       // more than the query and could hand the core away for a time slice.
-      lock.unlock();
       for (int i = 0; i < 32; ++i) __builtin_ia32_pause();
-      lock.lock();
     } else {
       // Old work: sleep in proportion to how long the oldest pending work has run, so that noticing its
       // end late costs under 1% of its duration, and a long transfer costs few wake-ups.
       auto oldest = now;
       for (const auto& [stream, queue] : pending_) oldest = std::min(oldest, queue.front()->since);
       const auto proportional = std::chrono::duration_cast<std::chrono::microseconds>(now - oldest) / 128;
-      const auto backoff = std::clamp(proportional, std::chrono::microseconds(2), options_.max_backoff);
-      wake_.wait_for(lock, backoff);
+      park(now + std::clamp(proportional, std::chrono::microseconds(2), options_.max_backoff));
     }
   }
-  lock.unlock();
   // The thread's CPU time is read by cpu_seconds() while it runs; nothing to publish at exit.
 }
 

@@ -3,10 +3,16 @@
 // backs off, then parks on a condition variable (no busy core when idle); host_callback and
 // blocking_sync are the alternatives. Per stream, only the oldest pending event is queried: a stream
 // completes in order.
+//
+// The submitting thread and the bridge thread share only a short hand-off list (incoming_), guarded by
+// a mutex held for a push or a swap: what is pending is the bridge thread's own, so a submission never
+// waits while the bridge queries the driver, and it wakes the bridge (a futex system call) only when
+// the bridge is parked.
 #pragma once
 
 #include <cuda.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -15,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -56,36 +63,51 @@ class completion_bridge {
     std::uint64_t sequence = 0;
     std::chrono::steady_clock::time_point since;  // when it was watched
     std::atomic<bool> fired{false};  // host_callback: the callback after the event has run
-    bool failure_seen = false;       // host_callback: its event reported a failure, so no callback will come
+    bool failure_seen = false;       // host_callback: its event failed, so no callback will come (bridge thread only)
     completion_bridge* bridge = nullptr;
   };
   using entry_ptr = std::shared_ptr<entry>;
 
   static void CUDA_CB host_function_fired(void* user_data);
   void run();
-  // Returns the finished fronts (and pops them), without blocking.
-  std::vector<std::pair<entry_ptr, CUresult>> collect_finished(std::unique_lock<std::mutex>& lock);
+  // Moves what submitters handed over into pending_. Returns false once stopping and nothing is pending.
+  bool take_incoming();
+  // Sleeps until a submission, a host function or `until` (the bridge thread only).
+  void park(std::optional<std::chrono::steady_clock::time_point> until);
+  // Queries the front of each stream; returns the finished ones, popped from pending_.
+  std::vector<std::pair<entry_ptr, CUresult>> collect_finished();
+  void pop_front(const entry_ptr& item);
+  // Calls the continuations and recycles the events.
   void finish(std::vector<std::pair<entry_ptr, CUresult>>& finished);
+  // host_callback: flags fronts whose event failed (no callback will come for them).
+  void mark_failed_fronts();
 
   const driver_table& driver_;
   CUcontext context_;
   engine_options options_;
   event_pool events_;
 
+  // Shared with submitters and host functions (under mutex_).
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable drained_;
-  std::map<CUstream, std::deque<entry_ptr>> pending_;
-  std::size_t pending_count_ = 0;
+  std::vector<entry_ptr> incoming_;  // watched, not yet seen by the bridge thread
   std::uint64_t next_sequence_ = 0;
+  bool parked_ = false;     // the bridge thread sleeps on wake_: a submission must notify it
+  bool signalled_ = false;  // host_callback: a host function ran since the bridge last looked
+  bool stopping_ = false;
+  std::atomic<bool> abandoned_{false};        // stop_for_exit: no more driver calls
+  std::atomic<bool> has_incoming_{false};     // incoming_ is not empty: lets the spinning thread skip the lock
+  std::atomic<std::size_t> pending_count_{0};  // watched and not yet answered
+
+  // The bridge thread's own.
+  std::map<CUstream, std::deque<entry_ptr>> pending_;
   std::chrono::steady_clock::time_point last_activity_;
   // host_callback: entries whose callback never ran (the stream failed); kept until destruction because
   // the driver may still hold their pointer.
   std::vector<entry_ptr> unfired_;
-  bool stopping_ = false;
-  bool abandoned_ = false;  // stop_for_exit: no more driver calls
-  std::vector<entry_ptr> fronts_;  // the bridge thread's scratch
-  std::atomic<std::int64_t> cpu_nanoseconds_{0};
+  std::vector<entry_ptr> arrivals_;  // scratch: incoming_ swapped out
+  std::vector<entry_ptr> fronts_;    // scratch
   std::thread thread_;
 };
 

@@ -1,0 +1,189 @@
+// Where the time of initiating a small engine op goes: each driver call on the submit path, alone and
+// while another thread spins on cuEventQuery (as the completion bridge does), beside a whole engine
+// submission. A diagnostic for the per-op overhead (bench/engine_latency's submit_4KiB): it prints a
+// table of microseconds per call and writes no result file.
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <iostream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/harness/comparison.hpp"
+#include "engine/driver/driver_table.hpp"
+#include "ferry/engine.hpp"
+#include "ferry/ferry.hpp"
+
+namespace asio = boost::asio;
+using namespace ferry;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::size_t small_bytes = 4096;
+constexpr int calls = 1024;
+
+void check(CUresult status, const char* call) {
+  if (status != CUDA_SUCCESS) throw std::runtime_error(std::string(call) + " failed with status " + std::to_string(status));
+}
+
+// Median over 7 rounds of `calls` calls, in microseconds per call; `drain` (untimed) runs after each round.
+double per_call_us(const std::function<void(int)>& body, const std::function<void()>& drain) {
+  std::vector<double> rounds;
+  for (int round = 0; round < 9; ++round) {
+    const auto start = clock_type::now();
+    for (int i = 0; i < calls; ++i) body(i);
+    const double seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+    drain();
+    if (round >= 2) rounds.push_back(seconds * 1e6 / calls);
+  }
+  std::sort(rounds.begin(), rounds.end());
+  return rounds[rounds.size() / 2];
+}
+
+// Runs `body` while a second thread spins on cuEventQuery of a completed event.
+double with_spinning_query(const detail::driver_table& raw, CUcontext context, const std::function<double()>& body) {
+  CUevent event = nullptr;
+  check(raw.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  std::atomic<bool> stop{false};
+  std::thread spinner([&] {
+    raw.cuCtxSetCurrent(context);
+    while (!stop.load()) raw.cuEventQuery(event);
+  });
+  const double result = body();
+  stop = true;
+  spinner.join();
+  raw.cuEventDestroy(event);
+  return result;
+}
+
+struct set_on_complete final : detail::completion {
+  explicit set_on_complete(std::promise<void>& done) : done(done) {}
+  void complete(boost::system::error_code, std::size_t) override { done.set_value(); }
+  std::promise<void>& done;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const bench::options options = bench::parse_options(argc, argv);
+  const device gpu_device = device::get(0);
+  context primary = context::primary(gpu_device);
+  context_guard guard(primary);
+  const auto& raw = detail::driver();
+  auto source = pinned_buffer<std::uint8_t>::allocate(small_bytes * calls);
+  auto destination = device_buffer<std::uint8_t>::allocate(small_bytes * calls);
+  stream s = stream::create();
+  const CUdeviceptr device_base = destination.get().get();
+  const std::uintptr_t host_base = reinterpret_cast<std::uintptr_t>(source.data());
+  auto sync = [&] { check(raw.cuStreamSynchronize(s.get()), "cuStreamSynchronize"); };
+  auto nothing = [] {};
+  std::vector<CUevent> events(calls);
+  for (CUevent& event : events) check(raw.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+
+  struct row {
+    std::string name;
+    double us;
+  };
+  std::vector<row> rows;
+  auto copy = [&](int i) {
+    raw.cuMemcpyHtoDAsync(device_base + i * small_bytes, source.data() + i * small_bytes, small_bytes, s.get());
+  };
+  rows.push_back({"cuMemcpyHtoDAsync 4KiB", per_call_us(copy, sync)});
+  rows.push_back({"cuMemcpyHtoDAsync + cuEventRecord", per_call_us([&](int i) {
+                    copy(i);
+                    raw.cuEventRecord(events[i], s.get());
+                  }, sync)});
+  rows.push_back({"cuEventRecord", per_call_us([&](int i) { raw.cuEventRecord(events[i], s.get()); }, sync)});
+  rows.push_back({"cuEventQuery (done)", per_call_us([&](int i) { raw.cuEventQuery(events[i]); }, nothing)});
+  rows.push_back({"cuCtxGetCurrent", per_call_us([&](int) {
+                    CUcontext current = nullptr;
+                    raw.cuCtxGetCurrent(&current);
+                  }, nothing)});
+  rows.push_back({"cuPointerGetAttribute x2 (pinned host)", per_call_us([&](int i) {
+                    CUdeviceptr base = 0;
+                    std::size_t size = 0;
+                    raw.cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, host_base + i);
+                    raw.cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, host_base + i);
+                  }, nothing)});
+  rows.push_back({"cuPointerGetAttribute x2 (device)", per_call_us([&](int i) {
+                    CUdeviceptr base = 0;
+                    std::size_t size = 0;
+                    raw.cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, device_base + i);
+                    raw.cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, device_base + i);
+                  }, nothing)});
+  rows.push_back({"cuMemcpyHtoDAsync 4KiB, another thread spinning cuEventQuery",
+                  with_spinning_query(raw, primary.get(), [&] { return per_call_us(copy, sync); })});
+  rows.push_back({"cuMemcpyHtoDAsync + cuEventRecord, another thread spinning cuEventQuery",
+                  with_spinning_query(raw, primary.get(), [&] {
+                    return per_call_us([&](int i) {
+                      copy(i);
+                      raw.cuEventRecord(events[i], s.get());
+                    }, sync);
+                  })});
+  for (auto [name, policy] : {std::pair{"engine poke submit (poll)", completion_policy::poll},
+                              std::pair{"engine poke submit (blocking_sync)", completion_policy::blocking_sync}}) {
+    asio::io_context io(1);
+    engine_options engine_options;
+    engine_options.policy = policy;
+    engine gpu{io.get_executor(), engine_options};
+    rows.push_back({name, per_call_us([&](int i) {
+                      gpu.poke(host_ptr<const std::uint8_t>(source.get() + i * small_bytes), small_bytes,
+                               destination.get() + i * small_bytes, s,
+                               [](boost::system::error_code, std::size_t) {});
+                    }, [&] {
+                      sync();
+                      gpu.wait_all(asio::use_future).get();
+                      io.restart();
+                      io.poll();
+                    })});
+  }
+  {
+    // The engine's core without Asio: argument checks alone, then checks + submission + bridge.
+    struct no_handler final : detail::completion {
+      void complete(boost::system::error_code, std::size_t) override {}
+    };
+    detail::engine_core core{engine_options{}};
+    auto prepare = [&](int i) {
+      return core.prepare_copy("engine::poke", small_bytes, 1, detail::pinned_side("source", source.data() + i * small_bytes),
+                               detail::device_side("destination", device_base + i * small_bytes));
+    };
+    rows.push_back({"engine core: prepare_copy (argument checks)", per_call_us([&](int i) { (void)prepare(i); }, nothing)});
+    rows.push_back({"engine core: prepare_copy + start", per_call_us([&](int i) {
+                      core.start(std::make_shared<detail::operation>(std::make_unique<no_handler>()), prepare(i), s.get());
+                    }, [&] {
+                      sync();
+                      std::promise<void> all_done;
+                      core.wait_all(std::make_shared<detail::operation>(std::make_unique<set_on_complete>(all_done)));
+                      all_done.get_future().wait();
+                    })});
+    rows.push_back({"steady_clock::now", per_call_us([&](int) { (void)clock_type::now(); }, nothing)});
+  }
+  {
+    asio::io_context io(1);
+    engine gpu{io.get_executor()};
+    rows.push_back({"engine poke submit, pool stream (batched)", per_call_us([&](int i) {
+                      gpu.poke(host_ptr<const std::uint8_t>(source.get() + i * small_bytes), small_bytes,
+                               destination.get() + i * small_bytes, [](boost::system::error_code, std::size_t) {});
+                    }, [&] {
+                      gpu.wait_all(asio::use_future).get();
+                      io.restart();
+                      io.poll();
+                    })});
+  }
+  for (CUevent event : events) raw.cuEventDestroy(event);
+  std::cout << "| submit path piece (" << gpu_device.name() << ") | us per call |\n|---|---:|\n";
+  for (const row& r : rows) std::cout << "| " << r.name << " | " << r.us << " |\n";
+  return 0;
+} catch (const std::exception& error) {
+  std::cerr << "submit_path_costs: " << error.what() << "\n";
+  return 1;
+}
