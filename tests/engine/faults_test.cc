@@ -102,10 +102,15 @@ BOOST_AUTO_TEST_CASE(a_sticky_error_reaches_all_pending_ops_and_later_submits_fa
   ferry::testing::stream_gate gate_first(first);
   ferry::testing::stream_gate gate_second(second);
   int completed = 0, sticky = 0;
+  std::string others;  // what the ops that did not see the sticky error saw instead
   for (int i = 0; i < 100; ++i) {
-    gpu->memset(destination.get() + i * count, count, std::uint32_t(i), i % 2 ? first : second, [&](auto error) {
+    gpu->memset(destination.get() + i * count, count, std::uint32_t(i), i % 2 ? first : second, [&, i](auto error) {
       ++completed;
-      if (error == make_error_code(CUDA_ERROR_ILLEGAL_ADDRESS)) ++sticky;
+      if (error == make_error_code(CUDA_ERROR_ILLEGAL_ADDRESS)) {
+        ++sticky;
+      } else {
+        others += " op " + std::to_string(i) + ": " + (error ? error.message() : "success") + ";";
+      }
     });
   }
   sim::fail_stream(first.get(), CUDA_ERROR_ILLEGAL_ADDRESS);
@@ -115,7 +120,7 @@ BOOST_AUTO_TEST_CASE(a_sticky_error_reaches_all_pending_ops_and_later_submits_fa
   BOOST_TEST(ferry::testing::run_until(io, [&] { return completed >= 50; }, std::chrono::seconds(10)));
   gate_second.open();
   BOOST_TEST(ferry::testing::run_until(io, [&] { return completed == 100; }, std::chrono::seconds(10)));
-  BOOST_TEST(sticky == 100);
+  BOOST_TEST(sticky == 100, "ops without the sticky error:" << others);
   BOOST_TEST(gpu->sticky_error() == make_error_code(CUDA_ERROR_ILLEGAL_ADDRESS));
   bool later = false;
   gpu->memset(destination.get(), count, std::uint32_t{1}, [&](auto error) {
