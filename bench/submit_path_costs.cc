@@ -65,6 +65,26 @@ double with_spinning_query(const detail::driver_table& raw, CUcontext context, c
   return result;
 }
 
+// Median of single calls, each timed alone and followed (untimed) by `settle`, which waits until the GPU
+// and the engine are idle: what a call costs when no completion runs beside it.
+double isolated_us(const std::function<void(int)>& body, const std::function<void()>& settle) {
+  std::vector<double> samples;
+  for (int i = 0; i < calls; ++i) {
+    const auto start = clock_type::now();
+    body(i);
+    samples.push_back(std::chrono::duration<double>(clock_type::now() - start).count() * 1e6);
+    settle();
+  }
+  std::sort(samples.begin(), samples.end());
+  return samples[samples.size() / 2];
+}
+
+struct raise_flag final : detail::completion {
+  explicit raise_flag(std::atomic<bool>& done) : done(done) {}
+  void complete(boost::system::error_code, std::size_t) override { done.store(true); }
+  std::atomic<bool>& done;
+};
+
 struct set_on_complete final : detail::completion {
   explicit set_on_complete(std::promise<void>& done) : done(done) {}
   void complete(boost::system::error_code, std::size_t) override { done.set_value(); }
@@ -164,6 +184,21 @@ int main(int argc, char** argv) try {
                       std::promise<void> all_done;
                       core.wait_all(std::make_shared<detail::operation>(std::make_unique<set_on_complete>(all_done)));
                       all_done.get_future().wait();
+                    })});
+    std::atomic<bool> finished{false};
+    rows.push_back({"engine core: prepare_copy + start, alone (median of single calls)", isolated_us([&](int i) {
+                      finished = false;
+                      core.start(std::make_shared<detail::operation>(std::make_unique<raise_flag>(finished)), prepare(i), s.get());
+                    }, [&] {
+                      while (!finished.load()) {
+                      }
+                    })});
+    rows.push_back({"cuMemcpyHtoDAsync + cuEventRecord, alone (median of single calls)", isolated_us([&](int i) {
+                      copy(i);
+                      raw.cuEventRecord(events[0], s.get());
+                    }, [&] {
+                      while (raw.cuEventQuery(events[0]) == CUDA_ERROR_NOT_READY) {
+                      }
                     })});
     rows.push_back({"steady_clock::now", per_call_us([&](int) { (void)clock_type::now(); }, nothing)});
   }

@@ -35,6 +35,7 @@ completion_bridge::~completion_bridge() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
+    stop_requested_ = true;
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -77,6 +78,7 @@ void completion_bridge::stop_for_exit() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
+    stop_requested_ = true;
     abandoned_ = true;
   }
   wake_.notify_all();
@@ -110,9 +112,9 @@ void CUDA_CB completion_bridge::host_function_fired(void* user_data) {
 }
 
 bool completion_bridge::take_incoming() {
-  // With work pending, the lock is taken only when something arrived; with none, every time, to see
-  // stopping_.
-  if (has_incoming_.load(std::memory_order_acquire) || pending_.empty()) {
+  // The lock is taken only when something arrived or the bridge is asked to stop: a spinning bridge that
+  // locked on every turn would make each submission wait for it (a futex sleep and wake-up).
+  if (has_incoming_.load(std::memory_order_acquire) || stop_requested_.load(std::memory_order_acquire)) {
     std::lock_guard lock(mutex_);
     arrivals_.swap(incoming_);
     has_incoming_.store(false, std::memory_order_relaxed);
@@ -171,13 +173,15 @@ void completion_bridge::finish(std::vector<std::pair<entry_ptr, CUresult>>& fini
       const CUresult drained = driver_.cuStreamSynchronize(item->stream);
       if (drained != CUDA_SUCCESS && !is_sticky(drained)) status = drained;
     }
-    item->done(status);
-    item->done = nullptr;
+    // The event goes back first: a submitter woken by the continuation then finds it free, rather than
+    // waiting for the pool's lock while the bridge still holds it.
     if (options_.policy == completion_policy::host_callback && !item->fired) {
       unfired_.push_back(item);
     } else {
       events_.release(item->event);
     }
+    item->done(status);
+    item->done = nullptr;
     if (pending_count_.fetch_sub(1) == 1) {
       std::lock_guard lock(mutex_);  // drain() checks the count under the lock: no lost wake-up
       drained_.notify_all();

@@ -98,6 +98,7 @@ class completion_bridge {
   bool stopping_ = false;
   std::atomic<bool> abandoned_{false};        // stop_for_exit: no more driver calls
   std::atomic<bool> has_incoming_{false};     // incoming_ is not empty: lets the spinning thread skip the lock
+  std::atomic<bool> stop_requested_{false};   // stopping_, readable without the lock
   std::atomic<std::size_t> pending_count_{0};  // watched and not yet answered
 
   // The bridge thread's own.
