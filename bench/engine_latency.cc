@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -101,12 +102,8 @@ std::vector<double> raw_round_trips(setup& s, completion_policy policy, CUstream
   return samples;
 }
 
-// `spinning_io`: the io thread polls instead of sleeping between handlers, as a latency-bound service
-// would; the difference to io.run() is the io_context's own wake-up, not ferry's.
-std::vector<double> ferry_round_trips(setup& s, engine& gpu, asio::io_context& io, stream_ref stream,
-                                      bool spinning_io = false) {
+std::vector<double> ferry_round_trips(setup& s, engine& gpu, asio::io_context& io, stream_ref stream) {
   std::vector<double> samples;
-  bool finished = false;
   asio::co_spawn(io, [&]() -> asio::awaitable<void> {
     for (int i = 0; i < latency_samples; ++i) {
       const auto start = clock_type::now();
@@ -114,14 +111,9 @@ std::vector<double> ferry_round_trips(setup& s, engine& gpu, asio::io_context& i
                         asio::use_awaitable);
       samples.push_back(std::chrono::duration<double>(clock_type::now() - start).count());
     }
-    finished = true;
   }, asio::detached);
   io.restart();
-  if (spinning_io) {
-    while (!finished) io.poll();
-  } else {
-    io.run();
-  }
+  io.run();
   return samples;
 }
 
@@ -138,11 +130,23 @@ int main(int argc, char** argv) try {
   stream raw_stream = stream::create();
   std::vector<bench::result> results;
 
-  for (completion_policy policy :
-       {completion_policy::poll, completion_policy::host_callback, completion_policy::blocking_sync}) {
+  // Per policy, and for poll once more with the io thread left to park between round trips
+  // (executor_spin = 0: each completion then pays the wake-up of a parked thread).
+  struct configuration {
+    std::string suffix;
+    completion_policy policy;
+    std::optional<std::chrono::microseconds> executor_spin;
+  };
+  const std::optional<std::chrono::microseconds> default_spin;  // the engine's choice for this machine
+  for (const configuration& config : {configuration{"", completion_policy::poll, default_spin},
+                                      configuration{"_parked_io", completion_policy::poll, std::chrono::microseconds(0)},
+                                      configuration{"_host_callback", completion_policy::host_callback, default_spin},
+                                      configuration{"_blocking_sync", completion_policy::blocking_sync, default_spin}}) {
+    const completion_policy policy = config.policy;
     asio::io_context io(1);
     engine_options engine_settings;
     engine_settings.policy = policy;
+    engine_settings.executor_spin = config.executor_spin;
     engine gpu{io.get_executor(), engine_settings};
     stream ferry_stream = stream::create();
     // Warm up both paths, then alternate blocks of samples.
@@ -150,7 +154,7 @@ int main(int argc, char** argv) try {
     raw_round_trips(s, policy, raw_stream.get());
     std::vector<double> ferry_samples, raw_samples;
     for (int block = 0; block < 3; ++block) {
-      std::fprintf(stderr, "\r  roundtrip_4KiB %-14s block %d/3", policy_name(policy), block + 1);
+      std::fprintf(stderr, "\r  roundtrip_4KiB%-14s block %d/3", config.suffix.c_str(), block + 1);
       auto f = ferry_round_trips(s, gpu, io, ferry_stream);
       s.verify(small_bytes);
       auto r = raw_round_trips(s, policy, raw_stream.get());
@@ -159,17 +163,11 @@ int main(int argc, char** argv) try {
       raw_samples.insert(raw_samples.end(), r.begin(), r.end());
     }
     std::fprintf(stderr, "\r%80s\r", "");
-    const std::string suffix = policy == completion_policy::poll ? "" : std::string("_") + policy_name(policy);
-    results.push_back({"roundtrip_4KiB" + suffix + "_p50", 0, percentile(ferry_samples, 0.5),
+    results.push_back({"roundtrip_4KiB" + config.suffix + "_p50", 0, percentile(ferry_samples, 0.5),
                        percentile(raw_samples, 0.5), static_cast<int>(ferry_samples.size()), 1, ""});
-    results.push_back({"roundtrip_4KiB" + suffix + "_p99", 0, percentile(ferry_samples, 0.99),
+    results.push_back({"roundtrip_4KiB" + config.suffix + "_p99", 0, percentile(ferry_samples, 0.99),
                        percentile(raw_samples, 0.99), static_cast<int>(ferry_samples.size()), 1, ""});
-    if (policy == completion_policy::poll) {
-      auto spinning = ferry_round_trips(s, gpu, io, ferry_stream, true);
-      s.verify(small_bytes);
-      results.push_back({"roundtrip_4KiB_spinning_io_p50", 0, percentile(spinning, 0.5), percentile(raw_samples, 0.5),
-                         static_cast<int>(spinning.size()), 1, ""});
-    }
+    if (config.suffix == "_parked_io") continue;  // the poller's idle cost does not depend on the io thread
 
     // Idle cost: the poller's CPU time over one second with nothing pending. The raw driver has no poller,
     // so both columns hold ferry's figure (ratio 1); the target is the figure itself (< 2% for poll).

@@ -381,7 +381,8 @@ class engine {
   std::shared_ptr<detail::operation> make_operation(Handler handler, Deliver deliver) {
     auto slot = boost::asio::get_associated_cancellation_slot(handler);
     auto op = std::make_shared<detail::operation>(
-        std::make_unique<detail::handler_completion<Handler, Deliver>>(std::move(handler), executor_, std::move(deliver)));
+        std::make_unique<detail::handler_completion<Handler, Deliver>>(std::move(handler), executor_, std::move(deliver),
+                                                                       core_->executor_spin()));
     if (slot.is_connected()) {
       slot.assign([weak_op = std::weak_ptr(op), weak_core = std::weak_ptr(core_)](boost::asio::cancellation_type type) {
         if ((type & (boost::asio::cancellation_type::terminal | boost::asio::cancellation_type::partial)) ==

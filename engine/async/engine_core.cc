@@ -717,6 +717,11 @@ std::error_code engine_core::sticky_error() const noexcept {
   return status == CUDA_SUCCESS ? std::error_code() : make_error_code(static_cast<CUresult>(status));
 }
 
+std::chrono::microseconds engine_core::executor_spin() const noexcept {
+  if (impl_->options.executor_spin) return *impl_->options.executor_spin;
+  return std::thread::hardware_concurrency() >= 4 ? std::chrono::microseconds(5000) : std::chrono::microseconds(0);
+}
+
 double engine_core::poller_cpu_seconds() const { return impl_->bridge->cpu_seconds(); }
 
 }  // namespace ferry::detail

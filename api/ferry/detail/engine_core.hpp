@@ -47,6 +47,13 @@ struct engine_options {
   // poll: longest sleep between queries while work is pending (sleeps grow with the age of the oldest
   // pending work, 1/128 of it, so that a late look costs under 1% of a transfer's time).
   std::chrono::microseconds max_backoff{1000};
+  // While completions are owed to an io_context, one of its threads is kept running (a task that
+  // re-queues itself) for at most this long after the last submission or completion there, so that a
+  // handler is not delayed by the wake-up of a parked thread (tens to hundreds of microseconds on a
+  // virtual machine). Zero: the io_context's threads park as usual. Unset: 5 ms on machines with at
+  // least 4 cores, else zero (on 2 cores a spinning io thread takes the core that the completion bridge
+  // and the copy threads need). See handler_completion.hpp.
+  std::optional<std::chrono::microseconds> executor_spin;
   std::size_t staging_chunk_bytes = std::size_t{4} << 20;  // pageable transfers move through chunks of this size
   std::size_t staging_chunks = 8;                      // the pool never holds more than this many chunks
   // Host threads that fill and drain staging chunks: each chunk is split among them, because one thread
@@ -142,6 +149,9 @@ class engine_core {
 
   // The sticky error that poisoned the context, if one did: later submits fail fast with it.
   std::error_code sticky_error() const noexcept;
+
+  // engine_options::executor_spin, resolved.
+  std::chrono::microseconds executor_spin() const noexcept;
 
   // CPU seconds the engine's poller thread has used (for the idle-cost benchmark).
   double poller_cpu_seconds() const;

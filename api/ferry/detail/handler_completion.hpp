@@ -3,11 +3,21 @@
 // outstanding work tracked meanwhile. If the handler's execution context shuts down first (its
 // io_context destroyed with ops in flight), the handler is destroyed there, as Asio destroys its own
 // pending handlers, and the completion that arrives later is dropped.
+//
+// Keeping the executor awake: on a virtual machine a thread parked for a millisecond takes 25 us (median;
+// 250 us at the 99th percentile, bench/host_timers on the H200) to run again after it is woken, which is
+// what an io_context thread pays when ferry posts a completion to it. While completions are owed to an
+// io_context, the engine keeps one of its threads running: a small task that re-queues itself (defer, so
+// other handlers and the reactor run in between) until nothing is owed, or until `spin` has passed
+// without a submission or completion there. It is the counterpart of the driver's own spin-wait in
+// cuStreamSynchronize; engine_options::executor_spin sets it (zero: never).
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/associated_executor.hpp>
+#include <boost/asio/defer.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/execution/context.hpp>
 #include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/execution_context.hpp>
@@ -16,10 +26,12 @@
 #include <boost/asio/query.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
+#include <type_traits>
 #include <utility>
 
 #include "ferry/detail/operation.hpp"
@@ -41,6 +53,10 @@ class pending_handlers : public boost::asio::execution_context::service {
     bool shut_down = false;  // under mutex
     std::atomic<bool> shut_down_seen{false};  // the same, readable without the mutex
     bool shut_down_flag() const noexcept { return shut_down_seen.load(std::memory_order_acquire); }
+    // Keeping the context awake (io_contexts only; see the top of this file).
+    std::atomic<std::size_t> owed{0};              // completions still owed here by ops that keep it awake
+    std::atomic<bool> kept_awake{false};           // a keep_awake task is queued or running
+    std::atomic<std::int64_t> last_activity{0};    // steady_clock ticks of the last submission or completion
   };
 
   using key_type = pending_handlers;
@@ -79,6 +95,52 @@ inline std::shared_ptr<pending_handlers::registry> registry_of(boost::asio::exec
   return remembered;
 }
 
+// Whether `executor` runs handlers on an io_context's threads (directly, type-erased, or through a strand).
+// Only those are kept awake: other executors (a thread pool, use_future's, which runs work in place)
+// have no parked thread to spare a wake-up, or would run the task inline.
+template <class Executor>
+bool runs_on_io_context(const Executor& executor) {
+  using plain = boost::asio::io_context::executor_type;
+  using tracked = std::decay_t<decltype(boost::asio::prefer(std::declval<plain>(),
+                                                            boost::asio::execution::outstanding_work.tracked))>;
+  if constexpr (std::is_same_v<Executor, plain> || std::is_same_v<Executor, tracked>) {
+    return true;
+  } else if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>) {
+    return executor.template target<plain>() != nullptr || executor.template target<tracked>() != nullptr;
+  } else if constexpr (requires { executor.get_inner_executor(); }) {
+    return runs_on_io_context(executor.get_inner_executor());  // a strand
+  } else {
+    return false;
+  }
+}
+
+inline std::int64_t steady_ticks() noexcept { return std::chrono::steady_clock::now().time_since_epoch().count(); }
+
+// The task that keeps a thread of an io_context running while completions are owed there.
+template <class Executor>
+struct keep_awake {
+  std::shared_ptr<pending_handlers::registry> owner;
+  Executor executor;
+  std::chrono::steady_clock::duration spin;
+
+  bool wanted() const noexcept {
+    return owner->owed.load() > 0 && !owner->shut_down_flag() &&
+           steady_ticks() - owner->last_activity.load() < static_cast<std::int64_t>(spin.count());
+  }
+  void operator()() {
+    while (true) {
+      if (wanted()) {
+        boost::asio::defer(executor, std::move(*this));
+        return;
+      }
+      owner->kept_awake.store(false);
+      // An op that arrived between the check and the store saw the flag set and started no task: look
+      // again, and take the task back unless another one started meanwhile.
+      if (!wanted() || owner->kept_awake.exchange(true)) return;
+    }
+  }
+};
+
 // Deliver is called as deliver(Handler&&, error_code, bytes) on the handler's executor; it turns ferry's
 // (error, bytes) into the operation's completion signature.
 template <class Handler, class Deliver>
@@ -88,22 +150,48 @@ class handler_completion final : public completion, public pending_handlers::ent
                                                               boost::asio::execution::outstanding_work.tracked))>;
 
  public:
-  handler_completion(Handler handler, const boost::asio::any_io_executor& fallback, Deliver deliver)
+  // `spin`: how long the handler's io_context is kept awake without activity (zero: not at all).
+  handler_completion(Handler handler, const boost::asio::any_io_executor& fallback, Deliver deliver,
+                     std::chrono::microseconds spin)
       : executor_(boost::asio::get_associated_executor(handler, fallback)),
         registry_(registry_of(boost::asio::query(executor_, boost::asio::execution::context))),
         handler_(std::move(handler)),
         work_(boost::asio::prefer(executor_, boost::asio::execution::outstanding_work.tracked)),
         deliver_(std::move(deliver)) {
-    std::lock_guard lock(registry_->mutex);
-    registry_->live.insert(this);
+    {
+      std::lock_guard lock(registry_->mutex);
+      registry_->live.insert(this);
+    }
+    if (spin.count() > 0 && runs_on_io_context(executor_)) {
+      kept_awake_.store(true);
+      registry_->owed.fetch_add(1);
+      registry_->last_activity.store(steady_ticks());
+      if (!registry_->kept_awake.exchange(true)) {
+        boost::asio::post(executor_, keep_awake<executor_type>{registry_, executor_, spin});
+      }
+    }
   }
 
   ~handler_completion() override {
+    no_longer_owed();
     std::lock_guard lock(registry_->mutex);
     registry_->live.erase(this);
   }
 
   void complete(boost::system::error_code error, std::size_t bytes) override {
+    post_handler(error, bytes);
+    // After the post: the kept-awake thread is still running when the handler reaches its queue.
+    no_longer_owed();
+  }
+
+  void abandon() noexcept override {
+    no_longer_owed();
+    handler_.reset();
+    work_.reset();
+  }
+
+ private:
+  void post_handler(boost::system::error_code error, std::size_t bytes) {
     std::lock_guard lock(registry_->mutex);
     // Gone from the registry: the context shut down and destroyed the handler already.
     if (registry_->live.erase(this) == 0) return;
@@ -120,17 +208,19 @@ class handler_completion final : public completion, public pending_handlers::ent
     work_.reset();
   }
 
-  void abandon() noexcept override {
-    handler_.reset();
-    work_.reset();
+  void no_longer_owed() noexcept {
+    if (kept_awake_.exchange(false)) {  // complete() and a shutdown's abandon() may race
+      registry_->last_activity.store(steady_ticks());
+      registry_->owed.fetch_sub(1);
+    }
   }
 
- private:
   executor_type executor_;
   std::shared_ptr<pending_handlers::registry> registry_;
   std::optional<Handler> handler_;
   std::optional<work_type> work_;
   Deliver deliver_;
+  std::atomic<bool> kept_awake_{false};  // counted in registry_->owed
 };
 
 }  // namespace ferry::detail
