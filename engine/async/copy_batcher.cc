@@ -37,19 +37,23 @@ void copy_batcher::stop_for_exit() {
 
 bool copy_batcher::offer(copy& item) {
   std::vector<copy> full;
+  bool opened = false;
   {
     std::lock_guard lock(mutex_);
     const auto now = std::chrono::steady_clock::now();
     const bool burst = now - last_arrival_ < window_;
     last_arrival_ = now;
     if (stopping_ || (!burst && open_.empty())) return false;  // (a stopped batcher takes nothing)
-    if (open_.empty()) opened_ = now;
+    opened = open_.empty();
+    if (opened) opened_ = now;
     open_.push_back(std::move(item));
     if (open_.size() >= most_copies_) full.swap(open_);
   }
   if (!full.empty()) {
     submit(std::move(full));
-  } else {
+  } else if (opened) {
+    // Only the first copy of a batch wakes the batcher thread (to time the window); later ones join a
+    // batch it already waits for, and waking it for each would cost a system call per copy.
     wake_.notify_one();
   }
   return true;
