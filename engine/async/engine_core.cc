@@ -214,7 +214,8 @@ void engine_core::impl::parallel_copy(std::byte* destination, const std::byte* s
     std::memcpy(destination, source, bytes);
     return;
   }
-  const std::size_t slice = (bytes / slices + 63) & ~std::size_t{63};
+  // Rounded up (the division, then to 64 bytes), so that the slices cover every byte.
+  const std::size_t slice = ((bytes + slices - 1) / slices + 63) & ~std::size_t{63};
   std::atomic<std::size_t> remaining{slices - 1};
   std::mutex mutex;
   std::condition_variable finished;
