@@ -101,6 +101,7 @@ class worker {
   worker(std::shared_ptr<workload_state> state, std::size_t index, strand executor)
       : state_(std::move(state)),
         gpu_(state_->gpu),
+        context_(gpu_.context()),
         totals_(state_->totals),
         index_(index),
         executor_(std::move(executor)),
@@ -112,21 +113,33 @@ class worker {
         pinned_(pinned_in_engine_context(arena_bytes_)),
         read_back_(pinned_in_engine_context(arena_bytes_)),
         next_big_(state_->options.big_every_ops / 2) {}
-  // The coroutine may end on any thread of the io_context: the buffers are freed in the engine's context.
+  // The coroutine may end on any thread of the io_context, or be destroyed with it after the engine is
+  // gone: the buffers are freed in the context the engine used.
   ~worker() {
-    context_guard in_engine(gpu_.context());
-    arena_ = {};
-    pinned_ = {};
-    read_back_ = {};
+    try {
+      context_guard in_engine(context_);
+      arena_ = {};
+      pinned_ = {};
+      read_back_ = {};
+    } catch (const std::exception&) {
+      // The context cannot be made current (the driver is gone): the memory goes with the process.
+      (void)arena_.release();
+      (void)pinned_.release();
+      (void)read_back_.release();
+    }
   }
 
   asio::awaitable<void> run() {
-    // The arena starts with random bytes, known to the model.
+    // The arena starts with random bytes, known to the model. Every host buffer is touched now, so that
+    // the process's memory is all there from the start (the soak watches it stay flat).
     fill(std::as_writable_bytes(pinned_.span()));
+    std::memset(read_back_.data(), 0xA5, arena_bytes_);
+    fill(std::as_writable_bytes(std::span(pageable_)));
     std::vector<std::byte> initial(arena_bytes_);
     std::memcpy(initial.data(), pinned_.data(), arena_bytes_);
     model_.emplace(std::move(initial));
     co_await gpu_.poke(host_ptr<const std::uint8_t>(pinned_.get()), arena_bytes_, arena_.get(), asio::use_awaitable);
+    totals_.workers_started.fetch_add(1);
     while (std::chrono::steady_clock::now() < state_->options.deadline) {
       const bool big = index_ == 0 && state_->issued.load(std::memory_order_relaxed) >= next_big_;
       const std::size_t wanted = big ? 1 : 1 + random_() % 8;
@@ -138,11 +151,13 @@ class worker {
       co_await step(count, big);
       ++steps_;
     }
+    // The engine may have registered parts of it (README: the registration cache's hazard).
+    gpu_.forget_host_memory(std::span(pageable_));
   }
 
  private:
   pinned_buffer<std::uint8_t> pinned_in_engine_context(std::size_t bytes) {
-    context_guard in_engine(gpu_.context());
+    context_guard in_engine(context_);
     return pinned_buffer<std::uint8_t>::allocate(bytes);
   }
 
@@ -256,6 +271,7 @@ class worker {
   auto vector_handler(const std::shared_ptr<step_state>& step, op_record& op) {
     return handler(step, op, [this](step_state& s, op_record& o, error_code e, std::vector<std::uint8_t> v) {
       complete(s, o, e, std::nullopt, &v);
+      gpu_.forget_host_memory(std::span(v));  // freed next: a registration of it must go first
     });
   }
 
@@ -555,6 +571,7 @@ class worker {
 
   std::shared_ptr<workload_state> state_;
   engine& gpu_;
+  context_ref context_;
   workload_totals& totals_;
   std::size_t index_;
   strand executor_;

@@ -53,6 +53,7 @@ struct workload_totals {
   std::atomic<std::size_t> cancel_requests{0};
   std::atomic<std::size_t> aborted{0};         // ops that completed with operation_aborted
   std::atomic<std::size_t> failures{0};        // wrong bytes, unexpected errors, wrong byte counts
+  std::atomic<std::size_t> workers_started{0};  // workers past their set-up, issuing ops
   std::atomic<std::size_t> workers_done{0};
 
   void fail(std::string message);
