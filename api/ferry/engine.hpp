@@ -346,6 +346,10 @@ class engine {
   // CPU seconds used by the engine's completion poller (for measuring its idle cost).
   double poller_cpu_seconds() const { return core_->poller_cpu_seconds(); }
 
+  // Bytes of page-locked host memory the engine holds (staging pool and cached registrations), for
+  // watching that it stays bounded.
+  std::size_t pinned_bytes() const { return core_->pinned_bytes(); }
+
  private:
   struct deliver_bytes {
     template <class Handler>

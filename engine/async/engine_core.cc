@@ -214,7 +214,8 @@ void engine_core::impl::parallel_copy(std::byte* destination, const std::byte* s
     std::memcpy(destination, source, bytes);
     return;
   }
-  const std::size_t slice = (bytes / slices + 63) & ~std::size_t{63};
+  // Rounded up (the division, then to 64 bytes), so that the slices cover every byte.
+  const std::size_t slice = ((bytes + slices - 1) / slices + 63) & ~std::size_t{63};
   std::atomic<std::size_t> remaining{slices - 1};
   std::mutex mutex;
   std::condition_variable finished;
@@ -600,7 +601,10 @@ void engine_core::start(std::shared_ptr<operation> op, prepared_transfer prepare
                known && host.address + transfer->bytes <= known->base + known->size) {
       plan = transfer_plan::pinned;  // the caller's own pinned or registered memory, passed as a span
     } else {
-      engine.registrations->acquire(host.address, transfer->bytes, false);  // remembers a large buffer
+      // Remembers a large buffer; may drop (unregister) an older registration at the same address, which
+      // needs the engine's context current, and the caller's thread need not have it.
+      caller_context in_engine(engine.driver, engine.context);
+      engine.registrations->acquire(host.address, transfer->bytes, false);
       plan = transfer_plan::staged;
     }
   }
@@ -661,6 +665,7 @@ void engine_core::start(std::shared_ptr<operation> op, prepared_transfer prepare
 }
 
 void engine_core::forget_host_memory(const void* address, std::size_t bytes) {
+  caller_context in_engine(impl_->driver, impl_->context);  // unregistering needs the engine's context
   impl_->registrations->forget(reinterpret_cast<std::uintptr_t>(address), bytes);
 }
 
@@ -723,5 +728,9 @@ std::chrono::microseconds engine_core::executor_spin() const noexcept {
 }
 
 double engine_core::poller_cpu_seconds() const { return impl_->bridge->cpu_seconds(); }
+
+std::size_t engine_core::pinned_bytes() const {
+  return impl_->staging->allocated_bytes() + impl_->registrations->registered_bytes();
+}
 
 }  // namespace ferry::detail

@@ -74,4 +74,9 @@ std::size_t staging_pool::free_chunks() const {
   return memory_ ? free_.size() : chunk_count_;
 }
 
+std::size_t staging_pool::allocated_bytes() const {
+  std::lock_guard lock(mutex_);
+  return memory_ ? chunk_bytes_ * chunk_count_ : 0;
+}
+
 }  // namespace ferry::detail

@@ -38,6 +38,8 @@ class staging_pool {
   void wake_cancelled();
 
   std::size_t free_chunks() const;
+  // Pinned bytes the pool holds: all its chunks once a pageable transfer has needed them, else 0.
+  std::size_t allocated_bytes() const;
 
  private:
   const driver_table& driver_;

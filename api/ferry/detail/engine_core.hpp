@@ -156,6 +156,9 @@ class engine_core {
   // CPU seconds the engine's poller thread has used (for the idle-cost benchmark).
   double poller_cpu_seconds() const;
 
+  // Page-locked host memory the engine holds: its staging pool and its registrations.
+  std::size_t pinned_bytes() const;
+
   struct impl;  // public so that the staged-transfer state in engine_core.cc can name it
 
  private:

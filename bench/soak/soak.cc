@@ -1,0 +1,226 @@
+// Soak: 1,000 coroutines doing random verified operations (tests/stress/random_workload) for a while
+// (300 s on a GPU, 10 s on sim), while a sampler reads, every second, the process's resident memory, the
+// page-locked memory the engine holds (staging pool and registrations) and the device memory in use
+// (cuMemGetInfo). After the warm-up (the first fifth of the run, at least 3 s) each must stay flat: the median of the
+// last third of the samples may exceed the median of the first third by at most a stated bound. Medians,
+// because a 64 MiB op in flight lifts a single sample. Exits 1 when anything grew past its bound or any
+// verification failed.
+//
+// Records (the benchmarks' JSON, <machine>-soak.json): each figure of the late third (the "ferry"
+// column) beside the same figure of the early third (the "raw" column, the baseline): ratio = early /
+// late, so a ratio under 1 means growth (for soak_op_time_us, a slowdown).
+//
+// usage: soak [--out DIR] [--machine NAME] [--seconds N] [--workers N]
+// FERRY_SOAK_SECONDS=N sets the duration too (the flag wins); 0 skips the soak (exit 0, no records),
+// for bundle runs that leave it out.
+#include <boost/asio/io_context.hpp>
+
+#include <malloc.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/harness/comparison.hpp"
+#include "ferry/backend.hpp"
+#include "ferry/engine.hpp"
+#include "ferry/marshal.hpp"
+#include "tests/stress/random_workload.hpp"
+
+namespace asio = boost::asio;
+using namespace ferry;
+
+namespace {
+
+constexpr double mebibyte = 1024.0 * 1024.0;
+
+struct soak_settings {
+  bench::options output;
+  double seconds = 0;
+  std::size_t workers = 1000;
+};
+
+double number_after(const std::string& flag, int& i, int argc, char** argv) {
+  if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value");
+  const std::string text = argv[++i];
+  std::size_t used = 0;
+  const double value = std::stod(text, &used);
+  if (used != text.size() || value < 0) throw std::invalid_argument(flag + " " + text + " is not a number >= 0");
+  return value;
+}
+
+soak_settings parse(int argc, char** argv) {
+  soak_settings settings;
+  settings.seconds = active_backend() == backend::sim ? 10 : 300;
+  if (const char* text = std::getenv("FERRY_SOAK_SECONDS"); text && *text) settings.seconds = std::atof(text);
+  std::vector<char*> rest{argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    const std::string argument = argv[i];
+    if (argument == "--seconds") {
+      settings.seconds = number_after(argument, i, argc, argv);
+    } else if (argument == "--workers") {
+      settings.workers = static_cast<std::size_t>(number_after(argument, i, argc, argv));
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  settings.output = bench::parse_options(static_cast<int>(rest.size()), rest.data());
+  return settings;
+}
+
+std::size_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::size_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+struct sample {
+  double seconds;
+  double rss_mib, pinned_mib, device_used_mib;
+  std::size_t ops;
+};
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n == 0 ? 0 : n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+// One watched figure: early and late medians after the warm-up, and its bound on growth.
+struct watched {
+  std::string name;
+  double (*of)(const sample&);
+  double bound_mib;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  // A fixed mmap threshold: glibc otherwise raises it to the size of each large block freed, and then
+  // keeps later large blocks (the 64 MiB ops' buffers) in its heaps, where the resident size shows
+  // memory the allocator caches rather than memory anything holds.
+  mallopt(M_MMAP_THRESHOLD, 256 << 10);
+  const soak_settings settings = parse(argc, argv);
+  const std::string backend_name(to_string(active_backend()));
+  if (settings.seconds == 0) {
+    std::cout << "soak: skipped (FERRY_SOAK_SECONDS=0 or --seconds 0)\n";
+    return 0;
+  }
+  const device gpu_device = device::get(0);
+  context primary = context::primary(gpu_device);
+  context_guard guard(primary);
+  std::cerr << "ferry soak on the " << backend_name << " backend: " << gpu_device.name() << ", " << settings.workers
+            << " coroutines, " << settings.seconds << " s\n";
+
+  std::vector<stream> streams;
+  for (int i = 0; i < 8; ++i) streams.push_back(stream::create());
+  stress::workload_options options;
+  options.workers = settings.workers;
+  options.small_max_bytes = std::size_t{64} << 10;
+  options.big_every_ops = 20000;
+  options.max_ops = 0;
+  options.seed = 300;
+  for (const stream& s : streams) options.streams.push_back(s);
+  const auto start = std::chrono::steady_clock::now();
+  options.deadline = start + std::chrono::milliseconds(static_cast<long long>(settings.seconds * 1000));
+  stress::workload_totals totals;
+  std::vector<sample> samples;
+
+  asio::io_context io(4);
+  {
+    engine gpu{io.get_executor()};
+    stress::spawn_workload(gpu, io.get_executor(), options, totals);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) threads.emplace_back([&] { io.run(); });
+    // The sampler: this thread, once a second until the workers are done.
+    auto next = start;
+    while (totals.workers_done < options.workers) {
+      next += std::chrono::seconds(1);
+      while (totals.workers_done < options.workers && std::chrono::steady_clock::now() < next) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      if (totals.workers_done == options.workers) break;
+      const mem_info memory = get_mem_info();
+      const sample s{std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                     resident_bytes() / mebibyte, gpu.pinned_bytes() / mebibyte,
+                     static_cast<double>(memory.total - memory.free) / mebibyte, totals.ops.load()};
+      samples.push_back(s);
+      std::fprintf(stderr, "  t=%5.1fs rss %8.1f MiB, pinned %7.1f MiB, device used %9.1f MiB, %zu ops, %zu failures\n",
+                   s.seconds, s.rss_mib, s.pinned_mib, s.device_used_mib, s.ops, totals.failures.load());
+    }
+    for (auto& thread : threads) thread.join();
+  }
+
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cout << "soak: " << totals.ops << " ops (" << totals.bytes_moved << " bytes moved), " << totals.bytes_verified
+            << " bytes verified (" << totals.read_backs << " read-backs), " << totals.cancel_requests
+            << " cancellations requested, " << totals.aborted << " aborted, " << totals.failures << " failures, "
+            << options.workers << " coroutines, " << elapsed << " s\n";
+  for (const std::string& message : totals.failure_messages()) std::cout << "failure: " << message << "\n";
+
+  // After the warm-up (a fifth of the run, at least 3 s): the first and the last third of the samples.
+  const double warm_up = std::max(3.0, settings.seconds / 5);
+  std::vector<sample> steady;
+  for (const sample& s : samples) {
+    if (s.seconds >= warm_up) steady.push_back(s);
+  }
+  const std::size_t third = std::max<std::size_t>(1, steady.size() / 3);
+  const bool enough = steady.size() >= 2;
+  auto window = [&](bool late, double (*of)(const sample&)) {
+    std::vector<double> values;
+    for (std::size_t i = 0; i < third && i < steady.size(); ++i) values.push_back(of(steady[late ? steady.size() - 1 - i : i]));
+    return median(values);
+  };
+  const std::vector<watched> figures = {
+      {"soak_rss_MiB", [](const sample& s) { return s.rss_mib; }, 32},
+      // Registrations come and go with the big worker's pageable buffer (twice its largest op).
+      {"soak_pinned_MiB", [](const sample& s) { return s.pinned_mib; }, 2.0 * options.big_max_bytes / mebibyte},
+      {"soak_device_used_MiB", [](const sample& s) { return s.device_used_mib; }, 16},
+  };
+  std::vector<bench::result> results;
+  bool flat = enough;
+  if (!enough) std::cout << "soak: too few samples after the warm-up (" << steady.size() << "); run longer\n";
+  for (const watched& figure : figures) {
+    const double early = enough ? window(false, figure.of) : 0, late = enough ? window(true, figure.of) : 0;
+    const bool ok = late - early <= figure.bound_mib;
+    flat = flat && ok;
+    std::printf("%-22s early %9.1f MiB, late %9.1f MiB, growth %8.1f MiB (bound %.0f MiB): %s\n", figure.name.c_str(),
+                early, late, late - early, figure.bound_mib, ok ? "flat" : "GREW");
+    results.push_back({figure.name, 0, late, early, static_cast<int>(steady.size()), 1, "MiB"});
+  }
+  // Time per op, early against late third: the engine must not slow down as it runs.
+  auto op_time_us = [&](bool late) {
+    if (steady.size() < 2 * third + 1) return 0.0;
+    const sample& first = late ? steady[steady.size() - 1 - third] : steady.front();
+    const sample& last = late ? steady.back() : steady[third];
+    const std::size_t ops = last.ops - first.ops;
+    return ops ? (last.seconds - first.seconds) * 1e6 / static_cast<double>(ops) : 0.0;
+  };
+  results.push_back({"soak_op_time_us", 0, op_time_us(true), op_time_us(false), static_cast<int>(steady.size()), 1,
+                     "us per op"});
+  results.push_back({"soak_ops_verified", 0, double(totals.ops), double(totals.ops), 1, 1, "ops"});
+  results.push_back({"soak_bytes_verified_GB", 0, totals.bytes_verified / 1e9, totals.bytes_verified / 1e9, 1, 1, "GB"});
+
+  const std::string machine = !settings.output.machine.empty() ? settings.output.machine
+                              : active_backend() == backend::sim                   ? std::string("sim")
+                              : gpu_device.name().find("H200") != std::string::npos ? std::string("h200")
+                                                                                    : std::string("gpu");
+  bench::write_report(results, settings.output.out_dir, machine + "-soak", gpu_device.name(), backend_name);
+  const bool verified = totals.failures == 0 && totals.workers_done == options.workers && totals.ops > 0;
+  std::cout << "soak: " << (verified ? "every op verified" : "VERIFICATION FAILED") << "; "
+            << (flat ? "memory flat after the warm-up" : "memory NOT flat") << "\n";
+  return verified && flat ? 0 : 1;
+} catch (const std::exception& error) {
+  std::cerr << "soak: " << error.what() << "\n";
+  return 1;
+}

@@ -1,0 +1,92 @@
+// A million random operations (poke, peek, copy, memset, copy_2d; 1 B to 64 MiB, most small; pageable,
+// pinned or owned host memory; a stream_ref or none; 1% cancelled) from 32 coroutines on a four-thread
+// io_context, every completed transfer checked against a host model of device memory.
+//
+// Sim: about 30 s on two cores (a tenth of the ops under ThreadSanitizer, a quarter under
+// AddressSanitizer, which slow it 5-15x and 2-3x). On a GPU the same million ops, cut off after 90 s
+// if the device is slower than expected (then at least 100,000 must have completed). FERRY_STRESS_OPS
+// overrides the count.
+#include <boost/asio/io_context.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ferry/engine.hpp"
+#include "tests/stress/random_workload.hpp"
+#include "tests/support/device_fixture.hpp"
+
+namespace asio = boost::asio;
+using namespace ferry;
+
+namespace {
+
+std::size_t ops_to_run() {
+  if (const char* text = std::getenv("FERRY_STRESS_OPS"); text && *text) return std::stoull(text);
+#if defined(__SANITIZE_THREAD__)
+  return 100000;
+#elif defined(__SANITIZE_ADDRESS__)
+  return 250000;
+#else
+  return 1000000;
+#endif
+}
+
+// The GPU run's time limit; the sim run has none (its op count bounds it).
+std::chrono::steady_clock::time_point deadline() {
+  return ferry::testing::on_sim() ? std::chrono::steady_clock::time_point::max()
+                                  : std::chrono::steady_clock::now() + std::chrono::seconds(90);
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(random_operations, ferry::testing::device_fixture)
+
+BOOST_AUTO_TEST_CASE(a_million_random_operations_from_four_threads_all_match_the_model) {
+  const std::size_t ops = ops_to_run();
+  std::vector<stream> streams;
+  for (int i = 0; i < 4; ++i) streams.push_back(stream::create());
+  asio::io_context io(4);
+  stress::workload_totals totals;
+  stress::workload_options options;
+  options.max_ops = ops;
+  options.seed = 20261129;
+  options.deadline = deadline();
+  for (const stream& s : streams) options.streams.push_back(s);
+  const auto start = std::chrono::steady_clock::now();
+  {
+    engine gpu{io.get_executor()};
+    stress::spawn_workload(gpu, io.get_executor(), options, totals);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) threads.emplace_back([&] { io.run(); });
+    for (auto& thread : threads) thread.join();
+    const auto plans = gpu.plan_counts();
+    std::cout << "plans: pinned " << plans.pinned << ", staged " << plans.staged << ", registered " << plans.registered
+              << ", batched " << plans.batched << "; engine holds " << gpu.pinned_bytes() << " pinned bytes\n";
+    BOOST_TEST(plans.staged > 0u);
+    // The staging pool (8 chunks of 4 MiB) at least, once anything was staged.
+    BOOST_TEST(gpu.pinned_bytes() >= std::size_t{32} << 20);
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cout << "stress: " << totals.ops << " ops (" << totals.bytes_moved << " bytes moved), " << totals.bytes_verified
+            << " bytes verified (" << totals.read_backs << " read-backs), " << totals.cancel_requests
+            << " cancellations requested, " << totals.aborted << " aborted, " << totals.failures << " failures, in "
+            << seconds << " s\n";
+  for (const std::string& message : totals.failure_messages()) std::cout << "failure: " << message << "\n";
+  BOOST_TEST(totals.failures == 0u);
+  BOOST_TEST(totals.workers_done == options.workers);
+  if (std::chrono::steady_clock::now() < options.deadline) {
+    BOOST_TEST(totals.ops == ops);
+  } else {
+    std::cout << "stress: stopped by the 90 s limit after " << totals.ops << " of " << ops << " ops\n";
+    BOOST_TEST(totals.ops >= 100000u);
+  }
+  BOOST_TEST(totals.cancel_requests > 0u);
+  BOOST_TEST(totals.bytes_verified >= totals.bytes_moved / 2);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
