@@ -162,7 +162,8 @@ asio::awaitable<void> server::accept_loop() {
     socket.set_option(tcp::no_delay(true));
     auto c = std::make_shared<connection>(std::move(socket));
     connections_.push_back(c);
-    asio::co_spawn(c->socket.get_executor(), serve(std::move(c)), asio::detached);
+    const asio::any_io_executor strand = c->socket.get_executor();  // before c is moved into serve
+    asio::co_spawn(strand, serve(std::move(c)), asio::detached);
   }
 }
 
