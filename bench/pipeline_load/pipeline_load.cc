@@ -19,6 +19,7 @@
 #include "bench/pipeline_load/load_generator.hpp"
 #include "bench/pipeline_load/thread_pool_stage.hpp"
 #include "examples/pipeline_server/ferry_stage.hpp"
+#include "examples/pipeline_server/flags.hpp"
 #include "examples/pipeline_server/server.hpp"
 #include "ferry/backend.hpp"
 #include "ferry/context.hpp"
@@ -33,22 +34,8 @@ struct settings {
   std::string machine;
   load_options load;
   std::size_t server_io_threads = 4;
-  std::size_t baseline_threads = 8;
+  std::size_t baseline_threads = 8;  // as many workers as a thread-pool server would give its GPU calls
 };
-
-std::size_t number(const std::string& flag, const std::string& text) {
-  std::size_t used = 0;
-  std::size_t value = 0;
-  try {
-    value = std::stoull(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || text.empty() || text[0] == '-') {
-    throw std::invalid_argument(flag + ": \"" + text + "\" is not a non-negative integer");
-  }
-  return value;
-}
 
 settings parse(int argc, char** argv, bool on_sim) {
   settings s;
@@ -66,14 +53,14 @@ settings parse(int argc, char** argv, bool on_sim) {
     const std::string value = argv[++i];
     if (flag == "--out") s.out_dir = value;
     else if (flag == "--machine") s.machine = value;
-    else if (flag == "--seconds") s.load.duration = std::chrono::seconds(number(flag, value));
-    else if (flag == "--connections") s.load.connections = number(flag, value);
-    else if (flag == "--requests-per-connection") s.load.requests_per_connection = number(flag, value);
-    else if (flag == "--min-bytes") s.load.min_bytes = number(flag, value);
-    else if (flag == "--max-bytes") s.load.max_bytes = number(flag, value);
-    else if (flag == "--client-threads") s.load.threads = number(flag, value);
-    else if (flag == "--server-threads") s.server_io_threads = number(flag, value);
-    else if (flag == "--baseline-threads") s.baseline_threads = number(flag, value);
+    else if (flag == "--seconds") s.load.duration = std::chrono::seconds(flag_number(flag, value));
+    else if (flag == "--connections") s.load.connections = flag_number(flag, value);
+    else if (flag == "--requests-per-connection") s.load.requests_per_connection = flag_number(flag, value);
+    else if (flag == "--min-bytes") s.load.min_bytes = flag_number(flag, value);
+    else if (flag == "--max-bytes") s.load.max_bytes = flag_number(flag, value);
+    else if (flag == "--client-threads") s.load.threads = flag_number(flag, value);
+    else if (flag == "--server-threads") s.server_io_threads = flag_number(flag, value);
+    else if (flag == "--baseline-threads") s.baseline_threads = flag_number(flag, value);
     else {
       throw std::invalid_argument("unknown flag " + flag +
                                   " (expected --out DIR, --machine NAME, --seconds N, --connections N, "

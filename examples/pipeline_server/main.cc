@@ -11,6 +11,7 @@
 #include <string>
 
 #include "examples/pipeline_server/ferry_stage.hpp"
+#include "examples/pipeline_server/flags.hpp"
 #include "examples/pipeline_server/server.hpp"
 #include "ferry/backend.hpp"
 
@@ -25,22 +26,8 @@ constexpr const char* usage =
     "                       [--grace-ms N] [--io-threads N]\n"
     "defaults: 127.0.0.1, ephemeral ports, 256 MiB, 2 GiB, 30000 ms, 10000 ms, 10000 ms, 4\n";
 
-unsigned long long number(const std::string& flag, const std::string& text) {
-  std::size_t used = 0;
-  unsigned long long value = 0;
-  try {
-    value = std::stoull(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || text.empty() || text[0] == '-') {
-    throw std::invalid_argument(flag + ": \"" + text + "\" is not a non-negative integer");
-  }
-  return value;
-}
-
 unsigned short port_number(const std::string& flag, const std::string& text) {
-  const unsigned long long value = number(flag, text);
+  const unsigned long long value = flag_number(flag, text);
   if (value > 65535) throw std::invalid_argument(flag + ": " + text + " is not a port (0 to 65535)");
   return static_cast<unsigned short>(value);
 }
@@ -58,12 +45,12 @@ server_options parse(int argc, char** argv) {
     if (flag == "--address") o.address = value;
     else if (flag == "--port") o.port = port_number(flag, value);
     else if (flag == "--metrics-port") o.metrics_port = port_number(flag, value);
-    else if (flag == "--max-payload") o.max_payload_bytes = number(flag, value);
-    else if (flag == "--memory-budget") o.memory_budget_bytes = number(flag, value);
-    else if (flag == "--deadline-ms") o.request_deadline = std::chrono::milliseconds(number(flag, value));
-    else if (flag == "--write-deadline-ms") o.write_deadline = std::chrono::milliseconds(number(flag, value));
-    else if (flag == "--grace-ms") o.shutdown_grace = std::chrono::milliseconds(number(flag, value));
-    else if (flag == "--io-threads") o.io_threads = number(flag, value);
+    else if (flag == "--max-payload") o.max_payload_bytes = flag_number(flag, value);
+    else if (flag == "--memory-budget") o.memory_budget_bytes = flag_number(flag, value);
+    else if (flag == "--deadline-ms") o.request_deadline = std::chrono::milliseconds(flag_number(flag, value));
+    else if (flag == "--write-deadline-ms") o.write_deadline = std::chrono::milliseconds(flag_number(flag, value));
+    else if (flag == "--grace-ms") o.shutdown_grace = std::chrono::milliseconds(flag_number(flag, value));
+    else if (flag == "--io-threads") o.io_threads = flag_number(flag, value);
     else throw std::invalid_argument("unknown flag " + flag + "\n" + usage);
   }
   return o;

@@ -15,6 +15,7 @@ std::string_view to_string(error_kind kind) noexcept {
     case error_kind::write_timeout: return "write_timeout";
     case error_kind::deadline_exceeded: return "deadline_exceeded";
     case error_kind::gpu_error: return "gpu_error";
+    case error_kind::shutting_down: return "shutting_down";
     case error_kind::count: break;
   }
   return "unknown";

@@ -27,6 +27,7 @@ enum class error_kind : std::size_t {
   write_timeout,      // the client did not read its reply within the write deadline
   deadline_exceeded,  // a request ran past its deadline
   gpu_error,
+  shutting_down,      // a request arrived after the shutdown began and was not run
   count,
 };
 std::string_view to_string(error_kind kind) noexcept;

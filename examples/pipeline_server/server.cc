@@ -65,6 +65,7 @@ error_kind kind_of(status s) {
     case status::bad_magic: return error_kind::bad_magic;
     case status::truncated: return error_kind::truncated;
     case status::deadline_exceeded: return error_kind::deadline_exceeded;
+    case status::shutting_down: return error_kind::shutting_down;
     default: return error_kind::gpu_error;
   }
 }
@@ -123,11 +124,11 @@ void server::shutdown() {
     boost::system::error_code ignored;
     acceptor_.close(ignored);
     metrics_acceptor_.close(ignored);
-    close_connections(true);
     grace_timer_ = std::make_unique<asio::steady_timer>(control_, options_.shutdown_grace);
     grace_timer_->async_wait([this](boost::system::error_code error) {
       if (!error) close_connections(false);
     });
+    close_connections(true);  // cancels the grace timer at once when no connection is left
   });
 }
 
