@@ -258,7 +258,18 @@ asio::awaitable<void> server::serve(std::shared_ptr<connection> c) {
     const std::size_t bytes = request.length;
 
     deadline limit(strand, options_.request_deadline);
-    buffer_lease lease = co_await pool_->acquire(bytes, limit.slot(), [&] { return limit.expired(); });
+    buffer_lease lease;
+    std::string allocation_failure;
+    try {
+      lease = co_await pool_->acquire(bytes, limit.slot(), [&] { return limit.expired(); });
+    } catch (const std::exception& error) {  // out of host or device memory: nothing is held
+      allocation_failure = error.what();
+    }
+    if (!allocation_failure.empty()) {
+      co_await error_reply(status::gpu_error, "no memory for the request (payload unread): " + allocation_failure);
+      finish(status::gpu_error);
+      break;
+    }
     if (!lease) {
       co_await error_reply(status::deadline_exceeded,
                            "the request's deadline passed while it waited for staging memory (payload unread)");
@@ -284,7 +295,12 @@ asio::awaitable<void> server::serve(std::shared_ptr<connection> c) {
       break;
     }
 
-    const stage_outcome outcome = co_await lane->run(*op, pair, bytes, limit);
+    stage_outcome outcome;
+    try {
+      outcome = co_await lane->run(*op, pair, bytes, limit);
+    } catch (const std::exception& error) {  // thrown before anything reached the GPU
+      outcome = {status::gpu_error, std::string("the GPU step could not start: ") + error.what(), 0};
+    }
     limit.disarm();
     bool written;
     if (outcome.status == status::ok) {
@@ -304,12 +320,14 @@ asio::awaitable<void> server::serve(std::shared_ptr<connection> c) {
 
 asio::awaitable<void> server::metrics_loop() {
   for (;;) {
-    auto [error, socket] = co_await metrics_acceptor_.async_accept(awaitable_tuple);
+    auto [error, socket] = co_await metrics_acceptor_.async_accept(asio::make_strand(io_), awaitable_tuple);
     if (error) {
       if (stopping_ || error == asio::error::operation_aborted) co_return;
       continue;
     }
-    asio::co_spawn(io_, answer_scrape(std::move(socket)), asio::detached);
+    // On the socket's strand: the scrape's deadline and its socket operations never run at once.
+    const asio::any_io_executor strand = socket.get_executor();
+    asio::co_spawn(strand, answer_scrape(tcp::socket(std::move(socket))), asio::detached);
   }
 }
 
