@@ -214,7 +214,8 @@ void engine_core::impl::parallel_copy(std::byte* destination, const std::byte* s
     std::memcpy(destination, source, bytes);
     return;
   }
-  // Rounded up (the division, then to 64 bytes), so that the slices cover every byte.
+  // Rounded up twice (to whole bytes, then to 64): bytes / slices alone loses the remainder whenever
+  // the quotient is already a multiple of 64 (607745 bytes in 2 slices left the last byte uncopied).
   const std::size_t slice = ((bytes + slices - 1) / slices + 63) & ~std::size_t{63};
   std::atomic<std::size_t> remaining{slices - 1};
   std::mutex mutex;

@@ -50,6 +50,9 @@ CUresult load(const driver_table& driver, module_entry& out) {
   if (status == CUDA_SUCCESS) status = driver.cuModuleGetFunction(&k.fill_16, module, "ferry_fill_16");
   if (status == CUDA_SUCCESS) status = driver.cuModuleGetFunction(&k.fill_2d, module, "ferry_fill_2d");
   if (status == CUDA_SUCCESS) status = driver.cuModuleGetFunction(&k.copy_blocks, module, "ferry_copy_blocks");
+  if (status == CUDA_SUCCESS) {
+    status = driver.cuModuleGetFunction(&k.transform_checksum, module, "ferry_transform_checksum");
+  }
   if (status == CUDA_SUCCESS) status = driver.cuCtxGetDevice(&device);
   if (status == CUDA_SUCCESS) {
     status = driver.cuDeviceGetAttribute(&multiprocessors, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);

@@ -47,6 +47,11 @@ void register_twins() {
     sim::register_kernel("ferry_copy_blocks",
                          twin_of<kernels::copy_blocks_parameters>(
                              [](const kernels::copy_blocks_parameters& p) { host_kernels::copy_blocks(p, to_host); }));
+    sim::register_kernel("ferry_transform_checksum",
+                         twin_of<kernels::transform_checksum_parameters>(
+                             [](const kernels::transform_checksum_parameters& p) {
+                               host_kernels::transform_checksum(p, to_host);
+                             }));
   });
 }
 

@@ -1,0 +1,153 @@
+// pipeline_load: the pipeline server under load, ferry against the thread-pool baseline, same process,
+// same load: the ferry server runs and is driven for the duration, then the baseline server (the same
+// server code with the GPU step of thread_pool_stage.hpp). Every reply is checked. Writes
+// <out>/<machine>-pipeline.json in the harness's format: throughput (GB/s, payload in plus result out),
+// time per request across the server (us; the inverse of requests/s) and latency p50/p99/p999 (us), the
+// ratio being ferry's speed over the baseline's (above 1 ferry is better).
+//
+// Defaults are the H200 configuration (64 connections, 4 KiB to 64 MiB, 45 s per server: about 100 s in
+// all with the setup); on sim they shrink (8 connections, 4 KiB to 1 MiB, 5 s) so a CI machine can run it.
+#include <boost/asio/any_io_executor.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "bench/harness/comparison.hpp"
+#include "bench/pipeline_load/load_generator.hpp"
+#include "bench/pipeline_load/thread_pool_stage.hpp"
+#include "examples/pipeline_server/ferry_stage.hpp"
+#include "examples/pipeline_server/flags.hpp"
+#include "examples/pipeline_server/server.hpp"
+#include "ferry/backend.hpp"
+#include "ferry/context.hpp"
+
+using namespace ferry;
+using namespace ferry::pipeline;
+
+namespace {
+
+struct settings {
+  std::string out_dir = "bench/results";
+  std::string machine;
+  load_options load;
+  std::size_t server_io_threads = 4;
+  std::size_t baseline_threads = 8;  // as many workers as a thread-pool server would give its GPU calls
+};
+
+settings parse(int argc, char** argv, bool on_sim) {
+  settings s;
+  if (on_sim) {
+    s.load.connections = 8;
+    s.load.max_bytes = std::size_t{1} << 20;
+    s.load.duration = std::chrono::seconds(5);
+    s.server_io_threads = 2;
+    s.baseline_threads = 2;
+    s.load.threads = 2;
+  }
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) throw std::invalid_argument(flag + ": missing value (or unknown flag)");
+    const std::string value = argv[++i];
+    if (flag == "--out") s.out_dir = value;
+    else if (flag == "--machine") s.machine = value;
+    else if (flag == "--seconds") s.load.duration = std::chrono::seconds(flag_number(flag, value));
+    else if (flag == "--connections") s.load.connections = flag_number(flag, value);
+    else if (flag == "--requests-per-connection") s.load.requests_per_connection = flag_number(flag, value);
+    else if (flag == "--min-bytes") s.load.min_bytes = flag_number(flag, value);
+    else if (flag == "--max-bytes") s.load.max_bytes = flag_number(flag, value);
+    else if (flag == "--client-threads") s.load.threads = flag_number(flag, value);
+    else if (flag == "--server-threads") s.server_io_threads = flag_number(flag, value);
+    else if (flag == "--baseline-threads") s.baseline_threads = flag_number(flag, value);
+    else {
+      throw std::invalid_argument("unknown flag " + flag +
+                                  " (expected --out DIR, --machine NAME, --seconds N, --connections N, "
+                                  "--requests-per-connection N, --min-bytes N, --max-bytes N, --client-threads N, "
+                                  "--server-threads N, --baseline-threads N)");
+    }
+  }
+  return s;
+}
+
+load_report drive(const settings& s, const server::stage_factory& make_stage, const std::string& label) {
+  server_options options;
+  options.io_threads = s.server_io_threads;
+  options.max_payload_bytes = std::max<std::size_t>(s.load.max_bytes, 1);
+  options.memory_budget_bytes = std::max<std::size_t>(std::size_t{2} << 30, buffer_pool::class_of(s.load.max_bytes));
+  options.request_deadline = std::chrono::seconds(60);
+  server srv(options, make_stage);
+  load_options load = s.load;
+  load.server = srv.endpoint();
+  load.label = label;
+  load_report report = run_load(load);
+  std::cout << label << ": " << report.requests << " requests in " << report.seconds << " s, "
+            << report.gigabytes_per_second() << " GB/s, " << report.requests_per_second() << " requests/s, latency p50 "
+            << report.latency_percentile(0.5) * 1e6 << " us, p99 " << report.latency_percentile(0.99) * 1e6
+            << " us, p999 " << report.latency_percentile(0.999) * 1e6 << " us; failures " << report.failures << "\n";
+  for (const std::string& message : report.failure_messages) std::cout << "  " << message << "\n";
+  std::cout << srv.metrics_text() << std::flush;
+  srv.shutdown();
+  srv.wait();
+  if (report.failures > 0 || report.requests == 0) {
+    throw std::runtime_error(label + ": " + std::to_string(report.failures) + " failed requests, " +
+                             std::to_string(report.requests) + " checked");
+  }
+  return report;
+}
+
+// A figure where higher is better (a rate), in the harness's terms: the time each side takes for the
+// same amount, so that the ratio is ferry's speed over the baseline's.
+bench::result rate(const std::string& name, double ferry_amount_per_second, double baseline_amount_per_second,
+                   std::size_t amount) {
+  return {name, amount, static_cast<double>(amount) / ferry_amount_per_second,
+          static_cast<double>(amount) / baseline_amount_per_second, 1, 1, ""};
+}
+
+bench::result latency(const std::string& name, const load_report& f, const load_report& b, double p) {
+  return {name, 0, f.latency_percentile(p), b.latency_percentile(p), 1, 1, ""};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const bool on_sim = active_backend() == backend::sim;
+  const settings s = parse(argc, argv, on_sim);
+  const device gpu_device = device::get(0);
+  context primary = context::primary(gpu_device);
+  const std::string backend_name(to_string(active_backend()));
+  std::cerr << "ferry pipeline_load on the " << backend_name << " backend: " << gpu_device.name() << "; "
+            << s.load.connections << " connections, payloads " << s.load.min_bytes << " to " << s.load.max_bytes
+            << " bytes, " << s.load.duration.count() / 1000.0 << " s per server\n";
+
+  const load_report with_ferry = drive(s, [](boost::asio::any_io_executor executor) {
+    return std::make_unique<ferry_stage>(std::move(executor), engine_options{});
+  }, "pipeline ferry");
+  const load_report baseline = drive(s, [&](boost::asio::any_io_executor) {
+    return std::make_unique<thread_pool_stage>(primary, s.baseline_threads);
+  }, "pipeline thread-pool baseline");
+
+  const std::string prefix = s.load.min_bytes == s.load.max_bytes ? "pipeline_fixed" : "pipeline_mixed";
+  std::vector<bench::result> results = {
+      rate(prefix + "_throughput", with_ferry.gigabytes_per_second() * 1e9, baseline.gigabytes_per_second() * 1e9,
+           with_ferry.bytes),
+      // Time per request across the whole server (1 / requests per second): the "us" unit of the harness.
+      {prefix + "_us_per_request", 0, 1 / with_ferry.requests_per_second(), 1 / baseline.requests_per_second(), 1, 1, ""},
+      latency(prefix + "_latency_p50", with_ferry, baseline, 0.5),
+      latency(prefix + "_latency_p99", with_ferry, baseline, 0.99),
+      latency(prefix + "_latency_p999", with_ferry, baseline, 0.999),
+  };
+  const std::string machine = s.machine.empty()
+                                  ? (on_sim ? std::string("sim")
+                                     : gpu_device.name().find("H200") != std::string::npos ? std::string("h200")
+                                                                                          : std::string("gpu"))
+                                  : s.machine;
+  bench::write_report(results, s.out_dir, machine + "-pipeline", gpu_device.name(), backend_name);
+  std::cout << "ferry / baseline: throughput " << results[0].ratio() << "x, p99 latency " << results[3].ratio()
+            << "x (above 1: ferry better)\n";
+  return 0;
+} catch (const std::exception& error) {
+  std::cerr << "pipeline_load: " << error.what() << "\n";
+  return 1;
+}

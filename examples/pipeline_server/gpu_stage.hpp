@@ -1,0 +1,56 @@
+// The GPU step of a request, behind an interface so that the server logic (sockets, framing, memory
+// budget, deadlines, metrics) is one piece of code whichever way the bytes reach the GPU: through ferry's
+// engine (ferry_stage.hpp) or, for comparison, the way a server without ferry would do it
+// (bench/pipeline_load's thread-pool baseline).
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "examples/pipeline_server/buffer_pool.hpp"
+#include "examples/pipeline_server/deadline.hpp"
+#include "examples/pipeline_server/protocol.hpp"
+#include "ferry/context.hpp"
+#include "ferry/detail/engine_core.hpp"
+
+namespace ferry::pipeline {
+
+struct stage_outcome {
+  pipeline::status status = status::ok;
+  std::string message;  // why, when status is not ok
+  std::uint64_t checksum = 0;
+};
+
+// One connection's way to the GPU: its requests run one after another, in order.
+class gpu_lane {
+ public:
+  virtual ~gpu_lane() = default;
+  // Runs `op` over the first `bytes` bytes of pair.host: afterwards pair.host holds the reply body
+  // (reply_body_length(op, bytes) bytes) and the outcome the checksum. Runs on the connection's strand,
+  // in a thread where the stage's context is current. When `limit` expires the step stops as soon as it
+  // can and reports deadline_exceeded; it never returns while the GPU may still touch the pair.
+  virtual boost::asio::awaitable<stage_outcome> run(operation op, staging_pair& pair, std::size_t bytes,
+                                                    deadline& limit) = 0;
+};
+
+class gpu_stage {
+ public:
+  virtual ~gpu_stage() = default;
+  // Throws ferry's errors when the lane's resources (a stream) cannot be had.
+  virtual std::unique_ptr<gpu_lane> open_lane() = 0;
+  virtual context_ref context() const noexcept = 0;
+  // The pool is about to free a host buffer the stage may have seen.
+  virtual void forget_host_memory(std::span<std::uint8_t> memory) = 0;
+  // The planner's decisions so far, for the metrics (none for a stage without ferry's planner).
+  virtual std::optional<detail::plan_counts> plan_counts() const = 0;
+  // "ferry", "thread_pool": a label of the metrics.
+  virtual std::string name() const = 0;
+};
+
+}  // namespace ferry::pipeline

@@ -1,0 +1,110 @@
+#include "examples/pipeline_server/metrics.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+namespace ferry::pipeline {
+
+std::string_view to_string(error_kind kind) noexcept {
+  switch (kind) {
+    case error_kind::truncated: return "truncated";
+    case error_kind::bad_magic: return "bad_magic";
+    case error_kind::unknown_operation: return "unknown_operation";
+    case error_kind::too_large: return "too_large";
+    case error_kind::disconnected: return "disconnected";
+    case error_kind::write_timeout: return "write_timeout";
+    case error_kind::deadline_exceeded: return "deadline_exceeded";
+    case error_kind::gpu_error: return "gpu_error";
+    case error_kind::shutting_down: return "shutting_down";
+    case error_kind::count: break;
+  }
+  return "unknown";
+}
+
+void server_metrics::record_request(operation op, status outcome, std::chrono::steady_clock::duration latency) noexcept {
+  const std::size_t o = op == operation::transform ? 0 : 1;
+  const std::size_t s = std::min<std::size_t>(static_cast<std::size_t>(outcome), statuses - 1);
+  requests_[o * statuses + s].fetch_add(1);
+  const double seconds = std::chrono::duration<double>(latency).count();
+  const auto bucket = static_cast<std::size_t>(
+      std::lower_bound(latency_bounds.begin(), latency_bounds.end(), seconds) - latency_bounds.begin());
+  latency_buckets_[bucket].fetch_add(1);
+  latency_nanoseconds_.fetch_add(
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(latency).count()));
+}
+
+std::uint64_t server_metrics::requests(status outcome) const noexcept {
+  const auto s = static_cast<std::size_t>(outcome);
+  return requests_[s].load() + requests_[statuses + s].load();
+}
+
+std::string server_metrics::render(std::string_view stage, const buffer_pool::occupancy& memory,
+                                   const std::optional<detail::plan_counts>& plans) const {
+  std::ostringstream out;
+  const std::string label = "stage=\"" + std::string(stage) + "\"";
+  out << "# HELP pipeline_requests_total Requests answered, by operation and reply status.\n"
+      << "# TYPE pipeline_requests_total counter\n";
+  for (std::size_t o = 0; o < operations; ++o) {
+    for (std::size_t s = 0; s < statuses; ++s) {
+      out << "pipeline_requests_total{" << label << ",operation=\""
+          << to_string(o == 0 ? operation::transform : operation::checksum) << "\",status=\""
+          << to_string(static_cast<status>(s)) << "\"} " << requests_[o * statuses + s].load() << "\n";
+    }
+  }
+  out << "# HELP pipeline_received_bytes_total Bytes of request frames read.\n"
+      << "# TYPE pipeline_received_bytes_total counter\n"
+      << "pipeline_received_bytes_total{" << label << "} " << bytes_in_.load() << "\n"
+      << "# HELP pipeline_sent_bytes_total Bytes of reply frames written.\n"
+      << "# TYPE pipeline_sent_bytes_total counter\n"
+      << "pipeline_sent_bytes_total{" << label << "} " << bytes_out_.load() << "\n";
+
+  out << "# HELP pipeline_request_seconds Time from a request's header to its reply written.\n"
+      << "# TYPE pipeline_request_seconds histogram\n";
+  std::uint64_t cumulative = 0;
+  for (std::size_t b = 0; b < latency_bounds.size(); ++b) {
+    cumulative += latency_buckets_[b].load();
+    out << "pipeline_request_seconds_bucket{" << label << ",le=\"" << latency_bounds[b] << "\"} " << cumulative << "\n";
+  }
+  cumulative += latency_buckets_.back().load();
+  out << "pipeline_request_seconds_bucket{" << label << ",le=\"+Inf\"} " << cumulative << "\n"
+      << "pipeline_request_seconds_sum{" << label << "} " << static_cast<double>(latency_nanoseconds_.load()) / 1e9
+      << "\n"
+      << "pipeline_request_seconds_count{" << label << "} " << cumulative << "\n";
+
+  out << "# HELP pipeline_errors_total Failed requests and connections, by cause.\n"
+      << "# TYPE pipeline_errors_total counter\n";
+  for (std::size_t k = 0; k < errors_.size(); ++k) {
+    out << "pipeline_errors_total{" << label << ",kind=\"" << to_string(static_cast<error_kind>(k)) << "\"} "
+        << errors_[k].load() << "\n";
+  }
+
+  out << "# HELP pipeline_connections_open Connections being served.\n"
+      << "# TYPE pipeline_connections_open gauge\n"
+      << "pipeline_connections_open{" << label << "} " << connections_open_.load() << "\n"
+      << "# HELP pipeline_connections_total Connections accepted.\n"
+      << "# TYPE pipeline_connections_total counter\n"
+      << "pipeline_connections_total{" << label << "} " << connections_total_.load() << "\n";
+
+  out << "# HELP pipeline_staging_bytes Host and device buffer bytes (each counted once per pair), by state.\n"
+      << "# TYPE pipeline_staging_bytes gauge\n"
+      << "pipeline_staging_bytes{" << label << ",state=\"leased\"} " << memory.leased_bytes << "\n"
+      << "pipeline_staging_bytes{" << label << ",state=\"idle\"} " << memory.idle_bytes << "\n"
+      << "# HELP pipeline_staging_budget_bytes The bound on leased plus idle staging bytes.\n"
+      << "# TYPE pipeline_staging_budget_bytes gauge\n"
+      << "pipeline_staging_budget_bytes{" << label << "} " << memory.budget_bytes << "\n"
+      << "# HELP pipeline_staging_waiting Requests waiting for staging memory (back-pressure).\n"
+      << "# TYPE pipeline_staging_waiting gauge\n"
+      << "pipeline_staging_waiting{" << label << "} " << memory.waiting << "\n";
+
+  if (plans) {
+    out << "# HELP pipeline_transfer_plans_total ferry's planner decisions for the server's transfers.\n"
+        << "# TYPE pipeline_transfer_plans_total counter\n"
+        << "pipeline_transfer_plans_total{" << label << ",plan=\"pinned\"} " << plans->pinned << "\n"
+        << "pipeline_transfer_plans_total{" << label << ",plan=\"registered\"} " << plans->registered << "\n"
+        << "pipeline_transfer_plans_total{" << label << ",plan=\"staged\"} " << plans->staged << "\n"
+        << "pipeline_transfer_plans_total{" << label << ",plan=\"batched\"} " << plans->batched << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace ferry::pipeline

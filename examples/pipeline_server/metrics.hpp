@@ -1,0 +1,74 @@
+// The server's counters, and their Prometheus text exposition (format 0.0.4) for the metrics port.
+// Counters are atomics updated by the connections' strands; a scrape reads them without stopping anyone.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "examples/pipeline_server/buffer_pool.hpp"
+#include "examples/pipeline_server/protocol.hpp"
+#include "ferry/detail/engine_core.hpp"
+
+namespace ferry::pipeline {
+
+// Why a connection's request or connection failed (pipeline_errors_total{kind=...}).
+enum class error_kind : std::size_t {
+  truncated,          // the client ended its side mid-frame
+  bad_magic,
+  unknown_operation,
+  too_large,
+  disconnected,       // the connection broke (reset, or closed while its reply was written)
+  write_timeout,      // the client did not read its reply within the write deadline
+  deadline_exceeded,  // a request ran past its deadline
+  gpu_error,
+  shutting_down,      // a request arrived after the shutdown began and was not run
+  count,
+};
+std::string_view to_string(error_kind kind) noexcept;
+
+class server_metrics {
+ public:
+  // Upper bounds of the latency histogram's buckets, in seconds (then +Inf): 100 us to 10 s.
+  static constexpr std::array<double, 14> latency_bounds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                                            0.025,  0.05,    0.1,    0.25,  0.5,    1.0,   10.0};
+
+  // A finished request: its operation, how it ended, and the time from its header to its reply sent.
+  void record_request(operation op, status outcome, std::chrono::steady_clock::duration latency) noexcept;
+  void record_error(error_kind kind) noexcept { errors_[static_cast<std::size_t>(kind)].fetch_add(1); }
+  void add_bytes_in(std::uint64_t bytes) noexcept { bytes_in_.fetch_add(bytes); }
+  void add_bytes_out(std::uint64_t bytes) noexcept { bytes_out_.fetch_add(bytes); }
+  void connection_opened() noexcept {
+    connections_total_.fetch_add(1);
+    connections_open_.fetch_add(1);
+  }
+  void connection_closed() noexcept { connections_open_.fetch_sub(1); }
+
+  std::uint64_t requests(status outcome) const noexcept;
+  std::uint64_t errors(error_kind kind) const noexcept { return errors_[static_cast<std::size_t>(kind)].load(); }
+  std::int64_t connections_open() const noexcept { return connections_open_.load(); }
+
+  // The exposition: every counter, the histogram, and the gauges given (memory occupancy, the planner's
+  // decisions when the stage has a planner). `stage` labels the series (ferry, thread_pool).
+  std::string render(std::string_view stage, const buffer_pool::occupancy& memory,
+                     const std::optional<detail::plan_counts>& plans) const;
+
+ private:
+  static constexpr std::size_t statuses = 8;
+  static constexpr std::size_t operations = 2;
+  std::array<std::atomic<std::uint64_t>, statuses * operations> requests_{};
+  std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(error_kind::count)> errors_{};
+  std::array<std::atomic<std::uint64_t>, latency_bounds.size() + 1> latency_buckets_{};  // not cumulative
+  std::atomic<std::uint64_t> latency_nanoseconds_{0};
+  std::atomic<std::uint64_t> bytes_in_{0};
+  std::atomic<std::uint64_t> bytes_out_{0};
+  std::atomic<std::uint64_t> connections_total_{0};
+  std::atomic<std::int64_t> connections_open_{0};
+};
+
+}  // namespace ferry::pipeline

@@ -1,0 +1,83 @@
+#include "examples/pipeline_server/protocol.hpp"
+
+#include <bit>
+#include <cstring>
+
+namespace ferry::pipeline {
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "the protocol's integers are copied as they lie");
+
+template <class T>
+void put(std::byte* out, T value) noexcept {
+  std::memcpy(out, &value, sizeof value);
+}
+template <class T>
+T get(const std::byte* in) noexcept {
+  T value;
+  std::memcpy(&value, in, sizeof value);
+  return value;
+}
+
+}  // namespace
+
+std::string_view to_string(operation op) noexcept {
+  switch (op) {
+    case operation::transform: return "transform";
+    case operation::checksum: return "checksum";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(status s) noexcept {
+  switch (s) {
+    case status::ok: return "ok";
+    case status::unknown_operation: return "unknown_operation";
+    case status::too_large: return "too_large";
+    case status::bad_magic: return "bad_magic";
+    case status::truncated: return "truncated";
+    case status::deadline_exceeded: return "deadline_exceeded";
+    case status::gpu_error: return "gpu_error";
+    case status::shutting_down: return "shutting_down";
+  }
+  return "unknown";
+}
+
+std::array<std::byte, request_header_bytes> encode(const request_header& header) noexcept {
+  std::array<std::byte, request_header_bytes> out{};
+  put(out.data(), header.magic);
+  put(out.data() + 4, header.operation);
+  put(out.data() + 8, header.length);
+  return out;
+}
+
+std::array<std::byte, reply_header_bytes> encode(const reply_header& header) noexcept {
+  std::array<std::byte, reply_header_bytes> out{};
+  put(out.data(), header.magic);
+  put(out.data() + 4, static_cast<std::uint32_t>(header.status));
+  put(out.data() + 8, header.length);
+  put(out.data() + 16, header.checksum);
+  return out;
+}
+
+request_header decode_request(std::span<const std::byte, request_header_bytes> bytes) noexcept {
+  return request_header{get<std::uint32_t>(bytes.data()), get<std::uint32_t>(bytes.data() + 4),
+                        get<std::uint64_t>(bytes.data() + 8)};
+}
+
+reply_header decode_reply(std::span<const std::byte, reply_header_bytes> bytes) noexcept {
+  return reply_header{get<std::uint32_t>(bytes.data()), static_cast<status>(get<std::uint32_t>(bytes.data() + 4)),
+                      get<std::uint64_t>(bytes.data() + 8), get<std::uint64_t>(bytes.data() + 16)};
+}
+
+std::optional<operation> known_operation(std::uint32_t value) noexcept {
+  if (value == static_cast<std::uint32_t>(operation::transform)) return operation::transform;
+  if (value == static_cast<std::uint32_t>(operation::checksum)) return operation::checksum;
+  return std::nullopt;
+}
+
+std::uint64_t reply_body_length(operation op, std::uint64_t payload_length) noexcept {
+  return op == operation::transform ? payload_length : 0;
+}
+
+}  // namespace ferry::pipeline

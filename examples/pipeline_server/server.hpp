@@ -1,0 +1,101 @@
+// The pipeline server: Asio TCP, one coroutine per connection, requests answered in order on each
+// connection and connections served concurrently by a pool of io threads. Each request's payload goes
+// through a gpu_stage (ferry_stage.hpp: ferry's engine) and the result comes back with its checksum.
+// The wire protocol is protocol.hpp; the README of this folder describes running it.
+//
+// Bounded: every request leases its buffers from a buffer_pool before its payload is read, so when the
+// budget is spent connections stop reading instead of allocating. Bad input (a bad magic, an unknown
+// operation, a length over the maximum, a frame cut short) gets an error reply and the connection is
+// closed; a client that breaks the connection or does not read its replies (write deadline) loses its
+// connection. Nothing it held stays held: the lease and the lane go with the coroutine.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <list>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "examples/pipeline_server/buffer_pool.hpp"
+#include "examples/pipeline_server/gpu_stage.hpp"
+#include "examples/pipeline_server/metrics.hpp"
+
+namespace ferry::pipeline {
+
+struct server_options {
+  std::string address = "127.0.0.1";
+  unsigned short port = 0;          // 0: an ephemeral port (server::endpoint() tells which)
+  unsigned short metrics_port = 0;  // the Prometheus text endpoint; 0: ephemeral
+  std::size_t max_payload_bytes = std::size_t{256} << 20;
+  // Host and device buffer bytes leased or kept for reuse (each pair counted once); at least the buffer
+  // class of max_payload_bytes, so that every admissible request can run.
+  std::size_t memory_budget_bytes = std::size_t{2} << 30;
+  std::chrono::milliseconds request_deadline{30000};  // from a request's header to its result
+  std::chrono::milliseconds write_deadline{10000};    // for writing one reply
+  std::chrono::milliseconds shutdown_grace{10000};    // in-flight requests may finish within this
+  std::size_t io_threads = 4;
+};
+
+class server {
+ public:
+  using stage_factory = std::function<std::unique_ptr<gpu_stage>(boost::asio::any_io_executor)>;
+
+  // Checks the options (std::invalid_argument naming the option and its value), builds the stage on
+  // the server's executor, binds both ports (boost::system::system_error when it cannot) and starts
+  // serving on options.io_threads threads.
+  server(server_options options, const stage_factory& make_stage);
+  server(const server&) = delete;
+  server& operator=(const server&) = delete;
+  // shutdown(), then wait().
+  ~server();
+
+  boost::asio::ip::tcp::endpoint endpoint() const { return endpoint_; }
+  boost::asio::ip::tcp::endpoint metrics_endpoint() const { return metrics_endpoint_; }
+
+  // Graceful stop, from any thread, any number of times: no new connections; idle connections are
+  // closed; requests in flight finish and get their replies, up to options.shutdown_grace, after which
+  // their connections are closed too. Returns at once; wait() returns when all of it is done.
+  void shutdown();
+  void wait();
+
+  std::string metrics_text() const;
+  const server_metrics& metrics() const noexcept { return metrics_; }
+  buffer_pool::occupancy memory() const { return pool_->current(); }
+  const gpu_stage& stage() const noexcept { return *stage_; }
+
+ private:
+  struct connection;
+  boost::asio::awaitable<void> accept_loop();
+  boost::asio::awaitable<void> serve(std::shared_ptr<connection> c);
+  boost::asio::awaitable<void> metrics_loop();
+  boost::asio::awaitable<void> answer_scrape(boost::asio::ip::tcp::socket socket);
+  void close_connections(bool idle_only);
+
+  const server_options options_;
+  boost::asio::io_context io_;
+  std::unique_ptr<gpu_stage> stage_;
+  std::unique_ptr<buffer_pool> pool_;
+  server_metrics metrics_;
+  // Runs the acceptors, the connection list and the grace timer.
+  boost::asio::strand<boost::asio::io_context::executor_type> control_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  boost::asio::ip::tcp::acceptor metrics_acceptor_;
+  boost::asio::ip::tcp::endpoint endpoint_;
+  boost::asio::ip::tcp::endpoint metrics_endpoint_;
+  std::atomic<bool> stopping_{false};
+  std::list<std::weak_ptr<connection>> connections_;
+  std::unique_ptr<boost::asio::steady_timer> grace_timer_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace ferry::pipeline

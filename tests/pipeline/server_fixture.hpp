@@ -1,0 +1,68 @@
+// A pipeline server with ferry's GPU step on an ephemeral loopback port, for a test: small limits so that
+// the budget, deadlines and shutdown are reached quickly, and on the sim backend the leak check of
+// device_fixture once the server is gone. Lanes' streams can be held back with gates (both backends).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "examples/pipeline_server/ferry_stage.hpp"
+#include "examples/pipeline_server/server.hpp"
+#include "tests/support/device_fixture.hpp"
+#include "tests/support/stream_gate.hpp"
+
+namespace ferry::testing {
+
+inline pipeline::server_options small_server_options() {
+  pipeline::server_options o;
+  o.max_payload_bytes = std::size_t{1} << 20;
+  o.memory_budget_bytes = std::size_t{4} << 20;
+  o.request_deadline = std::chrono::seconds(20);
+  o.write_deadline = std::chrono::milliseconds(500);
+  o.shutdown_grace = std::chrono::seconds(5);
+  o.io_threads = 2;
+  return o;
+}
+
+// Polls `done` until it holds or `limit` passes; returns done().
+inline bool eventually(const std::function<bool()>& done, std::chrono::milliseconds limit = std::chrono::seconds(20)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return done();
+}
+
+struct server_fixture : device_fixture {
+  // `gated_lanes`: the first so many connections' streams are held back until open_gates().
+  void start(pipeline::server_options options = small_server_options(), std::size_t gated_lanes = 0) {
+    srv = std::make_unique<pipeline::server>(options, [this, gated_lanes](boost::asio::any_io_executor executor) {
+      return std::make_unique<pipeline::ferry_stage>(std::move(executor), engine_options{}, [this, gated_lanes](stream_ref s) {
+        std::lock_guard lock(gates_mutex);
+        if (gates.size() < gated_lanes) gates.push_back(std::make_unique<stream_gate>(s));
+      });
+    });
+  }
+  void open_gates() {
+    std::lock_guard lock(gates_mutex);
+    for (auto& gate : gates) gate->open();
+  }
+  std::size_t gates_placed() {
+    std::lock_guard lock(gates_mutex);
+    return gates.size();
+  }
+  // The server goes first (it waits for the GPU, so the gates open before), then the gates' memory.
+  ~server_fixture() {
+    open_gates();
+    srv.reset();
+    gates.clear();
+  }
+
+  std::mutex gates_mutex;
+  std::vector<std::unique_ptr<stream_gate>> gates;
+  std::unique_ptr<pipeline::server> srv;
+};
+
+}  // namespace ferry::testing
