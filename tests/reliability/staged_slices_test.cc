@@ -1,5 +1,5 @@
-// Regression (found by tests/stress:stress_test, issue 5, and by the pipeline load generator, issue 6): a staging chunk is filled and drained by
-// several copy threads, each taking a slice. The slice size was rounded down before being rounded up to
+// Regression (found by tests/stress:stress_test, issue 5, and by the pipeline load generator, issue 6):
+// a staging chunk is filled and drained by several copy threads, each taking a slice. The slice size was rounded down before being rounded up to
 // 64 bytes, so when bytes / threads was already a multiple of 64 and did not divide evenly, the last
 // bytes of the chunk were never copied: a staged poke left stale bytes on the device, a staged peek
 // left the caller's last bytes unwritten. Sizes here hit exactly that case for 2, 3 and 8 threads.
