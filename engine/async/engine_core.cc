@@ -19,6 +19,7 @@
 
 #include "engine/async/completion_bridge.hpp"
 #include "engine/async/copy_batcher.hpp"
+#include "engine/async/copy_crew.hpp"
 #include "engine/async/process_exit.hpp"
 #include "engine/async/registration_cache.hpp"
 #include "engine/async/staging_pool.hpp"
@@ -107,7 +108,7 @@ struct engine_core::impl {
   std::atomic<std::size_t> pinned_plans{0}, registered_plans{0}, staged_plans{0}, batched_plans{0};
   std::size_t copier_count;
   boost::asio::thread_pool workers;   // submissions and continuations; they may wait for copiers
-  boost::asio::thread_pool copiers;   // memcpy slices only; they never wait, so workers cannot deadlock
+  copy_crew copiers;                  // memcpy slices only; they never wait, so workers cannot deadlock
   stream_sequencer sequencer;
 
   std::mutex live_mutex;
@@ -124,7 +125,9 @@ engine_core::impl::impl(const engine_options& opts)
       copier_count(opts.copy_threads != 0 ? opts.copy_threads
                                           : std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 8)),
       workers(2),
-      copiers(copier_count),
+      // The caller of parallel_copy copies too. The crew spins between chunks only where cores are to spare.
+      copiers(copier_count - 1, std::thread::hardware_concurrency() >= 4 ? std::chrono::microseconds(500)
+                                                                        : std::chrono::microseconds(0)),
       sequencer([this](stream_sequencer::submitter next) { post_work(std::move(next)); }) {
   int count = 0;
   check(driver.cuDeviceGetCount(&count), "cuDeviceGetCount");
@@ -168,7 +171,6 @@ void engine_core::impl::stop_for_exit() {
   workers.stop();
   workers.join();
   copiers.stop();
-  copiers.join();
 }
 
 engine_core::impl::~impl() {
@@ -192,7 +194,7 @@ engine_core::impl::~impl() {
   batcher.reset();
   bridge.reset();
   workers.join();
-  copiers.join();
+  copiers.stop();
   caller_context in_engine(driver, context);
   staging.reset();
   registrations.reset();
@@ -208,32 +210,7 @@ void engine_core::impl::post_work(std::function<void()> work) {
 }
 
 void engine_core::impl::parallel_copy(std::byte* destination, const std::byte* source, std::size_t bytes) {
-  // Slices below 256 KiB cost more to hand over than to copy.
-  const std::size_t slices = std::clamp<std::size_t>(bytes / (256 << 10), 1, copier_count);
-  if (slices == 1) {
-    std::memcpy(destination, source, bytes);
-    return;
-  }
-  // Rounded up twice (to whole bytes, then to 64): bytes / slices alone loses the remainder whenever
-  // the quotient is already a multiple of 64 (607745 bytes in 2 slices left the last byte uncopied).
-  const std::size_t slice = ((bytes + slices - 1) / slices + 63) & ~std::size_t{63};
-  std::atomic<std::size_t> remaining{slices - 1};
-  std::mutex mutex;
-  std::condition_variable finished;
-  for (std::size_t i = 1; i < slices; ++i) {
-    const std::size_t begin = std::min(bytes, i * slice);
-    const std::size_t length = std::min(bytes, begin + slice) - begin;
-    boost::asio::post(copiers, [&, begin, length] {
-      std::memcpy(destination + begin, source + begin, length);
-      if (remaining.fetch_sub(1) == 1) {
-        std::lock_guard lock(mutex);
-        finished.notify_one();
-      }
-    });
-  }
-  std::memcpy(destination, source, std::min(bytes, slice));
-  std::unique_lock lock(mutex);
-  finished.wait(lock, [&] { return remaining.load() == 0; });
+  copiers.copy(destination, source, bytes);
 }
 
 std::uint64_t engine_core::impl::admit() {
@@ -351,17 +328,23 @@ struct staged_state : std::enable_shared_from_this<staged_state> {
     if (sequenced) engine->sequencer.done(stream);
   }
 
-  // Leases the next chunk (or stops). Runs on the thread that finished the previous step.
-  void next() {
+  // Leases the next chunk (or stops). Runs on the thread that finished the previous step. On an engine
+  // worker, a chunk that is free now is returned to be filled on this thread: handing it to another
+  // worker would cost a wake-up per chunk (25-250 us on a virtual machine). Otherwise the lease hands the
+  // chunk to a worker when it comes, and nullptr is returned.
+  staging_pool::chunk next(bool on_worker) {
     if (next_offset >= transfer->bytes || op->cancel_requested() || engine->sticky.load() != CUDA_SUCCESS) {
       if (int status = engine->sticky.load(); status != CUDA_SUCCESS && next_offset < transfer->bytes) {
         engine->fail(op, static_cast<CUresult>(status),
                      engine->where(*transfer, stream) + " (not submitted: the context failed earlier)");
       }
       stop_submitting();
-      return;
+      return nullptr;
     }
     try {
+      if (on_worker) {
+        if (staging_pool::chunk free_now = engine->staging->try_lease()) return free_now;
+      }
       engine->staging->lease(op, [self = shared_from_this()](staging_pool::chunk chunk) {
         if (chunk == nullptr) {  // cancelled while waiting for a chunk
           self->stop_submitting();
@@ -376,13 +359,20 @@ struct staged_state : std::enable_shared_from_this<staged_state> {
       engine->fail(op, CUDA_ERROR_OUT_OF_MEMORY, engine->where(*transfer, stream) + " (staging pool allocation)");
       stop_submitting();
     }
+    return nullptr;
   }
 
+  // On a worker: fills (or fetches into) chunk after chunk while they are free.
   void submit(staging_pool::chunk chunk) {
+    while (chunk != nullptr) chunk = submit_chunk(chunk);
+  }
+
+  // Puts one chunk on the stream; returns the next chunk to fill on this thread, if any.
+  staging_pool::chunk submit_chunk(staging_pool::chunk chunk) {
     if (op->cancel_requested()) {
       engine->staging->release(chunk);
       stop_submitting();
-      return;
+      return nullptr;
     }
     const std::size_t offset = next_offset;
     const std::size_t length = std::min(engine->staging->chunk_bytes(), transfer->bytes - offset);
@@ -397,7 +387,7 @@ struct staged_state : std::enable_shared_from_this<staged_state> {
       engine->staging->release(chunk);
       engine->fail(op, status, engine->where(*transfer, stream) + " (enqueue of chunk at offset " + std::to_string(offset) + ")");
       stop_submitting();
-      return;
+      return nullptr;
     }
     op->mark_submitted();
     next_offset = offset + length;
@@ -409,9 +399,9 @@ struct staged_state : std::enable_shared_from_this<staged_state> {
       CUresult drained = engine->driver.cuStreamSynchronize(stream);
       chunk_done(chunk, offset, length, drained == CUDA_SUCCESS ? status : drained);
       stop_submitting();
-      return;
+      return nullptr;
     }
-    next();
+    return next(true);
   }
 
   // On the bridge thread: the GPU is done with the chunk.
@@ -452,7 +442,7 @@ void engine_core::impl::run_staged(std::shared_ptr<operation> op, std::uint64_t 
   state->stream = stream;
   state->sequenced = sequenced;
   state->to_device = state->transfer->source.kind == memory_kind::pageable_host;
-  state->next();
+  state->next(false);  // on the caller's thread: the first chunk is filled by a worker
 }
 
 engine_core::engine_core(const engine_options& options) : impl_(std::make_unique<impl>(options)) {}

@@ -13,22 +13,24 @@ staging_pool::~staging_pool() {
   if (memory_ != nullptr) driver_.cuMemFreeHost(memory_);
 }
 
+void staging_pool::allocate_once() {
+  if (memory_ != nullptr) return;
+  // One allocation for the whole pool, made when a pageable transfer first needs it.
+  void* memory = nullptr;
+  const std::size_t bytes = chunk_bytes_ * chunk_count_;
+  if (CUresult status = driver_.cuMemHostAlloc(&memory, bytes, CU_MEMHOSTALLOC_PORTABLE); status != CUDA_SUCCESS) {
+    throw_cuda_error(status, "cuMemHostAlloc",
+                     "the staging pool (" + std::to_string(chunk_count_) + " chunks of " +
+                         std::to_string(chunk_bytes_) + " bytes)",
+                     std::source_location::current());
+  }
+  memory_ = memory;
+  for (std::size_t i = chunk_count_; i-- > 0;) free_.push_back(static_cast<std::byte*>(memory) + i * chunk_bytes_);
+}
+
 void staging_pool::lease(const std::shared_ptr<operation>& op, on_lease ready) {
   std::unique_lock lock(mutex_);
-  if (memory_ == nullptr) {
-    // One allocation for the whole pool, made when a pageable transfer first needs it.
-    void* memory = nullptr;
-    const std::size_t bytes = chunk_bytes_ * chunk_count_;
-    if (CUresult status = driver_.cuMemHostAlloc(&memory, bytes, CU_MEMHOSTALLOC_PORTABLE); status != CUDA_SUCCESS) {
-      lock.unlock();
-      throw_cuda_error(status, "cuMemHostAlloc",
-                       "the staging pool (" + std::to_string(chunk_count_) + " chunks of " +
-                           std::to_string(chunk_bytes_) + " bytes)",
-                       std::source_location::current());
-    }
-    memory_ = memory;
-    for (std::size_t i = chunk_count_; i-- > 0;) free_.push_back(static_cast<std::byte*>(memory) + i * chunk_bytes_);
-  }
+  allocate_once();
   if (!free_.empty()) {
     chunk leased = free_.back();
     free_.pop_back();
@@ -37,6 +39,16 @@ void staging_pool::lease(const std::shared_ptr<operation>& op, on_lease ready) {
     return;
   }
   waiters_.emplace_back(op, std::move(ready));
+}
+
+staging_pool::chunk staging_pool::try_lease() {
+  std::lock_guard lock(mutex_);
+  allocate_once();
+  // Ops already waiting come first.
+  if (free_.empty() || !waiters_.empty()) return nullptr;
+  chunk leased = free_.back();
+  free_.pop_back();
+  return leased;
 }
 
 void staging_pool::release(chunk released) {

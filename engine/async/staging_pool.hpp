@@ -33,6 +33,8 @@ class staging_pool {
   // Leases a chunk for `op`: calls `ready` at once when one is free (allocating the pool's memory on
   // first use), else when one is released. Throws out_of_memory when the pinned memory cannot be had.
   void lease(const std::shared_ptr<operation>& op, on_lease ready);
+  // A chunk if one is free now and no op waits for one, else nullptr. Throws as lease() does.
+  chunk try_lease();
   void release(chunk released);
   // Hands nullptr to waiters whose op has been cancelled.
   void wake_cancelled();
@@ -42,6 +44,9 @@ class staging_pool {
   std::size_t allocated_bytes() const;
 
  private:
+  // Allocates the pool's memory on first use (under mutex_).
+  void allocate_once();
+
   const driver_table& driver_;
   std::size_t chunk_bytes_;
   std::size_t chunk_count_;
