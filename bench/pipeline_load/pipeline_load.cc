@@ -122,7 +122,7 @@ int main(int argc, char** argv) try {
             << " bytes, " << s.load.duration.count() / 1000.0 << " s per server\n";
 
   const load_report with_ferry = drive(s, [](boost::asio::any_io_executor executor) {
-    return std::make_unique<ferry_stage>(std::move(executor), engine_options{});
+    return std::make_unique<ferry_stage>(std::move(executor), ferry_stage::options{});
   }, "pipeline ferry");
   const load_report baseline = drive(s, [&](boost::asio::any_io_executor) {
     return std::make_unique<thread_pool_stage>(primary, s.baseline_threads);

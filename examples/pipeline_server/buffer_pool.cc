@@ -25,9 +25,8 @@ buffer_lease::~buffer_lease() {
   if (pair_ && pool_) pool_->give_back(std::move(pair_));
 }
 
-buffer_pool::buffer_pool(std::size_t budget_bytes, context_ref context,
-                         std::function<void(std::span<std::uint8_t>)> before_host_free)
-    : budget_(budget_bytes), context_(context), before_host_free_(std::move(before_host_free)) {
+buffer_pool::buffer_pool(std::size_t budget_bytes, context_ref context, host_buffer_hooks hooks)
+    : budget_(budget_bytes), context_(context), hooks_(std::move(hooks)) {
   if (budget_bytes < class_of(1)) {
     throw std::invalid_argument("buffer_pool: budget_bytes is " + std::to_string(budget_bytes) +
                                 ", below the smallest buffer class of " + std::to_string(class_of(1)) + " bytes");
@@ -58,6 +57,7 @@ std::unique_ptr<staging_pair> buffer_pool::allocate(std::size_t class_bytes) {
   pair->host.reset(new std::uint8_t[class_bytes + checksum_slot_bytes]);
   context_guard in_context(context_);
   pair->device = device_buffer<std::uint8_t>::allocate(class_bytes + checksum_slot_bytes);
+  if (hooks_.adopt) pair->stage_hold = hooks_.adopt(pair->host_span());
   return pair;
 }
 
@@ -65,7 +65,7 @@ void buffer_pool::release(std::vector<std::unique_ptr<staging_pair>> pairs) noex
   if (pairs.empty()) return;
   context_guard in_context(context_);
   for (auto& pair : pairs) {
-    if (before_host_free_) before_host_free_(pair->host_span());
+    if (hooks_.before_free) hooks_.before_free(pair->host_span());
     pair.reset();
   }
 }

@@ -64,7 +64,7 @@ int main(int argc, char** argv) try {
   asio::io_context signals_io;
   asio::signal_set signals(signals_io, SIGINT, SIGTERM);
   server s(options, [](asio::any_io_executor executor) {
-    return std::make_unique<ferry_stage>(std::move(executor), ferry::engine_options{});
+    return std::make_unique<ferry_stage>(std::move(executor), ferry_stage::options{});
   });
   std::cout << "pipeline_server on the " << ferry::to_string(ferry::active_backend()) << " backend: listening on "
             << s.endpoint() << ", metrics on http://" << s.metrics_endpoint() << "/metrics" << std::endl;

@@ -85,6 +85,23 @@ BOOST_AUTO_TEST_CASE(load_generator_gets_every_reply_right_on_many_connections) 
   BOOST_CHECK_EQUAL(srv->memory().leased_bytes, 0u);
 }
 
+BOOST_AUTO_TEST_CASE(large_buffers_are_page_locked_once_and_moved_in_one_dma) {
+  start(small_server_options(), 0, 64 << 10);  // classes of 64 KiB and up are registered
+  client c(srv->endpoint());
+  for (std::uint64_t i = 0; i < 4; ++i) {
+    const auto payload = random_vector<std::uint8_t>(100000 + i, 30 + i);  // the 128 KiB class, reused
+    c.send_request(operation::transform, payload);
+    check_reply(c.read_reply(), operation::transform, payload);
+  }
+  const auto small = random_vector<std::uint8_t>(3000, 40);  // the 4 KiB class: pageable, staged
+  c.send_request(operation::transform, small);
+  check_reply(c.read_reply(), operation::transform, small);
+  const detail::plan_counts plans = *srv->stage().plan_counts();
+  BOOST_CHECK_EQUAL(plans.pinned, 8u);  // 4 pokes and 4 peeks
+  BOOST_CHECK_EQUAL(plans.staged, 2u);
+  BOOST_CHECK_EQUAL(plans.registered, 0u);
+}
+
 BOOST_AUTO_TEST_CASE(requests_on_one_connection_are_answered_in_order) {
   start();
   client c(srv->endpoint());
