@@ -32,18 +32,6 @@ std::string next_line(int fd) {
   return line;
 }
 
-// The metrics endpoint's text.
-std::string scrape(const boost::asio::ip::tcp::endpoint& metrics) {
-  boost::asio::io_context io;
-  boost::asio::ip::tcp::socket s(io);
-  s.connect(metrics);
-  boost::asio::write(s, boost::asio::buffer(std::string("GET /metrics HTTP/1.0\r\n\r\n")));
-  std::string text;
-  boost::system::error_code ignored;
-  boost::asio::read(s, boost::asio::dynamic_buffer(text), ignored);
-  return text;
-}
-
 boost::asio::ip::tcp::endpoint loopback(const std::string& port) {
   return {boost::asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(std::stoi(port))};
 }
@@ -92,7 +80,7 @@ BOOST_AUTO_TEST_CASE(sigterm_finishes_the_request_in_flight_and_exits_0) {
   c.send_request(operation::transform, in_flight);
   // The signal once the server has the request (its buffers leased), or has even answered it already.
   for (;;) {
-    const std::string text = scrape(metrics);
+    const std::string text = http_get(metrics, "/metrics");
     if (text.find("state=\"leased\"} 1048576") != std::string::npos ||
         text.find("operation=\"transform\",status=\"ok\"} 2") != std::string::npos) {
       break;

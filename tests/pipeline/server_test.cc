@@ -261,18 +261,7 @@ BOOST_AUTO_TEST_CASE(metrics_endpoint_serves_prometheus_text) {
     check_reply(c.read_reply(), operation::transform, payload);
   }
   BOOST_REQUIRE(eventually([&] { return srv->metrics().requests(status::ok) == 3; }));
-  const auto scrape = [&](const std::string& path) {
-    boost::asio::io_context io;
-    boost::asio::ip::tcp::socket s(io);
-    s.connect(srv->metrics_endpoint());
-    boost::asio::write(s, boost::asio::buffer("GET " + path + " HTTP/1.0\r\nHost: test\r\n\r\n"));
-    std::string text;
-    boost::system::error_code error;
-    boost::asio::read(s, boost::asio::dynamic_buffer(text), error);
-    BOOST_CHECK(error == boost::asio::error::eof);
-    return text;
-  };
-  const std::string text = scrape("/metrics");
+  const std::string text = http_get(srv->metrics_endpoint(), "/metrics");
   for (const char* line : {"HTTP/1.0 200 OK", "text/plain; version=0.0.4",
                            "pipeline_requests_total{stage=\"ferry\",operation=\"transform\",status=\"ok\"} 3",
                            "pipeline_request_seconds_count{stage=\"ferry\"} 3",
@@ -283,7 +272,7 @@ BOOST_AUTO_TEST_CASE(metrics_endpoint_serves_prometheus_text) {
                            "pipeline_transfer_plans_total{stage=\"ferry\",plan=\"staged\"} 6"}) {
     BOOST_CHECK_MESSAGE(text.find(line) != std::string::npos, "the scrape lacks \"" << line << "\":\n" << text);
   }
-  BOOST_CHECK(scrape("/other").find("HTTP/1.0 404 Not Found") == 0);
+  BOOST_CHECK(http_get(srv->metrics_endpoint(), "/other").find("HTTP/1.0 404 Not Found") == 0);
 }
 
 BOOST_AUTO_TEST_CASE(shutdown_under_load_finishes_requests_in_flight_and_stops) {
