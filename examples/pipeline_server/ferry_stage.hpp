@@ -3,11 +3,13 @@
 // checksum. The request's deadline is bound to each engine operation, so an expired request stops
 // between staging chunks instead of finishing its copy.
 //
-// Host buffers of large classes are page-locked once, when the pool creates them (ferry's
-// host_registration): the pool reuses them, so registering pays off as ferry's registration cache pays off
-// for a reused buffer, and the planner then moves them in one DMA (plan pinned). The cache itself would
-// not: it keys a buffer by its address and size, and the requests in one pooled buffer vary in size.
-// Smaller buffers stay pageable and go through the staging pool (plan staged).
+// Host buffers of 1 MiB classes and up are page-locked once, when the pool creates them (ferry's
+// host_registration), and the planner then moves them in one DMA (plan pinned). The engine registers a
+// pageable buffer itself only from 32 MiB and on its second sighting, because it cannot know that a buffer
+// will come back; the pool knows it will, so page-locking pays off from much smaller sizes. (The engine's
+// cache would not catch these buffers anyway: it keys a buffer by its address and size, and the requests
+// in one pooled buffer vary in size.) Smaller buffers stay pageable and go through the staging pool (plan
+// staged), where a chunk copy costs less than a page-locking call.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -27,9 +29,8 @@ class ferry_stage final : public gpu_stage {
 
   struct options {
     engine_options engine;
-    // Host buffers of at least this many bytes are page-locked when created (default: the size from
-    // which the engine itself registers a reused buffer).
-    std::size_t register_from_bytes = engine_options{}.registration_threshold_bytes;
+    // Host buffers of at least this many bytes are page-locked when created.
+    std::size_t register_from_bytes = std::size_t{1} << 20;
     stream_hook on_new_stream;
   };
 

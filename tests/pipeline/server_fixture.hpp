@@ -37,10 +37,10 @@ inline bool eventually(const std::function<bool()>& done, std::chrono::milliseco
 
 struct server_fixture : device_fixture {
   // `gated_lanes`: the first so many connections' streams are held back until open_gates().
-  // Host buffers of `register_from_bytes` or more are page-locked (the default: none in these tests'
-  // sizes, so requests are staged).
+  // Host buffers of `register_from_bytes` or more are page-locked (the default is the stage's: the
+  // 1 MiB class of the largest requests here is, smaller ones are staged).
   void start(pipeline::server_options options = small_server_options(), std::size_t gated_lanes = 0,
-             std::size_t register_from_bytes = std::size_t{32} << 20) {
+             std::size_t register_from_bytes = pipeline::ferry_stage::options{}.register_from_bytes) {
     pipeline::ferry_stage::options stage;
     stage.register_from_bytes = register_from_bytes;
     stage.on_new_stream = [this, gated_lanes](stream_ref s) {

@@ -69,9 +69,60 @@ void check_error_reply(client& c, status expected, std::initializer_list<std::st
   BOOST_CHECK_MESSAGE(c.closed_by_server(), "the server kept the connection open after " << pipeline::to_string(expected));
 }
 
+// ferry's GPU step, then one wrong byte in every reply (or a wrong checksum for the checksum operation):
+// what the load generator must catch.
+class corrupting_stage final : public pipeline::gpu_stage {
+ public:
+  explicit corrupting_stage(boost::asio::any_io_executor executor)
+      : inner_(std::move(executor), pipeline::ferry_stage::options{}) {}
+  std::unique_ptr<pipeline::gpu_lane> open_lane() override { return std::make_unique<lane>(inner_.open_lane()); }
+  context_ref context() const noexcept override { return inner_.context(); }
+  std::shared_ptr<void> adopt_host_buffer(std::span<std::uint8_t> m) override { return inner_.adopt_host_buffer(m); }
+  void forget_host_memory(std::span<std::uint8_t> m) override { inner_.forget_host_memory(m); }
+  std::optional<detail::plan_counts> plan_counts() const override { return inner_.plan_counts(); }
+  std::string name() const override { return "corrupting"; }
+
+ private:
+  struct lane final : pipeline::gpu_lane {
+    explicit lane(std::unique_ptr<pipeline::gpu_lane> inner) : inner(std::move(inner)) {}
+    boost::asio::awaitable<pipeline::stage_outcome> run(operation op, pipeline::staging_pair& pair, std::size_t bytes,
+                                                        pipeline::deadline& limit) override {
+      pipeline::stage_outcome outcome = co_await inner->run(op, pair, bytes, limit);
+      if (op == operation::transform && bytes > 0) {
+        pair.host[bytes / 2] ^= 0x10;
+      } else {
+        outcome.checksum += 1;
+      }
+      co_return outcome;
+    }
+    std::unique_ptr<pipeline::gpu_lane> inner;
+  };
+  pipeline::ferry_stage inner_;
+};
+
 }  // namespace
 
 BOOST_FIXTURE_TEST_SUITE(pipeline_server, server_fixture)
+
+BOOST_AUTO_TEST_CASE(load_generator_reports_a_wrong_byte_or_checksum) {
+  srv = std::make_unique<pipeline::server>(small_server_options(), [](boost::asio::any_io_executor executor) {
+    return std::make_unique<corrupting_stage>(std::move(executor));
+  });
+  pipeline::load_options load = small_load(*srv);
+  load.checksum_every = 2;  // connections alternate: a transform first, then a checksum
+  const pipeline::load_report report = pipeline::run_load(load);
+  BOOST_CHECK_EQUAL(report.requests, 0u);
+  BOOST_CHECK_EQUAL(report.failures, load.connections);  // each connection stops at its first wrong reply
+  for (const std::string& message : report.failure_messages) {
+    BOOST_CHECK_MESSAGE(message.find("differs from the transform of the payload") != std::string::npos, message);
+  }
+  load.checksum_every = 1;  // checksums only
+  const pipeline::load_report checksums = pipeline::run_load(load);
+  BOOST_CHECK_EQUAL(checksums.failures, load.connections);
+  for (const std::string& message : checksums.failure_messages) {
+    BOOST_CHECK_MESSAGE(message.find("checksum") != std::string::npos, message);
+  }
+}
 
 BOOST_AUTO_TEST_CASE(load_generator_gets_every_reply_right_on_many_connections) {
   start();
