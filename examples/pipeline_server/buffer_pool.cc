@@ -6,13 +6,19 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
+#include <unistd.h>
+
 #include <bit>
+#include <cstdlib>
+#include <new>
 #include <stdexcept>
 #include <string>
 
 namespace asio = boost::asio;
 
 namespace ferry::pipeline {
+
+void free_host_memory::operator()(std::uint8_t* memory) const noexcept { std::free(memory); }
 
 buffer_lease& buffer_lease::operator=(buffer_lease&& other) noexcept {
   buffer_lease old(std::move(*this));
@@ -53,8 +59,12 @@ buffer_pool::occupancy buffer_pool::current() const {
 std::unique_ptr<staging_pair> buffer_pool::allocate(std::size_t class_bytes) {
   auto pair = std::make_unique<staging_pair>();
   pair->class_bytes = class_bytes;
-  // Not value-initialized: the bytes are overwritten by the socket before anything reads them.
-  pair->host.reset(new std::uint8_t[class_bytes + checksum_slot_bytes]);
+  // Whole pages (see free_host_memory), not value-initialized: the socket writes them before anything
+  // reads them.
+  static const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::size_t rounded = (class_bytes + checksum_slot_bytes + page - 1) / page * page;
+  pair->host.reset(static_cast<std::uint8_t*>(std::aligned_alloc(page, rounded)));
+  if (!pair->host) throw std::bad_alloc();
   context_guard in_context(context_);
   pair->device = device_buffer<std::uint8_t>::allocate(class_bytes + checksum_slot_bytes);
   if (hooks_.adopt) pair->stage_hold = hooks_.adopt(pair->host_span());

@@ -34,9 +34,15 @@ constexpr std::size_t checksum_offset(std::size_t data_bytes) { return (data_byt
 
 class buffer_pool;
 
+// Host memory of whole pages (std::aligned_alloc), released with std::free. Page-locking works on
+// pages: a buffer that shared a page with another could not be registered once the other was.
+struct free_host_memory {
+  void operator()(std::uint8_t* memory) const noexcept;
+};
+
 struct staging_pair {
   std::size_t class_bytes = 0;
-  std::unique_ptr<std::uint8_t[]> host;  // class_bytes + checksum_slot_bytes, pageable
+  std::unique_ptr<std::uint8_t[], free_host_memory> host;  // class_bytes + checksum_slot_bytes, pageable
   device_buffer<std::uint8_t> device;  // as many bytes, 256-byte aligned (cuMemAlloc)
   // What the GPU stage keeps for the host buffer while it lives (ferry's stage: its registration).
   // Declared after `host`, so that it goes first.
