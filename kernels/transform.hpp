@@ -20,12 +20,12 @@ constexpr std::uint64_t transform_word(std::uint64_t word, std::uint64_t j) {
   return rotated ^ (0x5C3A9E71D2B4F60Dull + j * 0xA24BAED4963EE407ull);
 }
 
-// Word j's share of the checksum (the checksum is the sum of the shares, modulo 2^64): the word mixed
-// with its index through splitmix64's finalizer. A sum, so the GPU may add the shares in any order.
+// Word j's share of the checksum (the checksum is the sum of the shares, modulo 2^64): the word, offset
+// by a multiple of its index, through one multiply-xorshift round (the first of splitmix64's finalizer).
+// A sum, so the GPU may add the shares in any order; one multiply per word, so a client checks replies
+// about as fast as it reads them. A checksum against accidents, not against an adversary.
 constexpr std::uint64_t checksum_term(std::uint64_t word, std::uint64_t j) {
-  std::uint64_t x = word + (j + 1) * 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  const std::uint64_t x = (word ^ ((j + 1) * 0x9E3779B97F4A7C15ull)) * 0xBF58476D1CE4E5B9ull;
   return x ^ (x >> 31);
 }
 

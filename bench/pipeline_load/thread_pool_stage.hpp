@@ -23,7 +23,9 @@ class thread_pool_stage final : public gpu_stage {
 
   std::unique_ptr<gpu_lane> open_lane() override;
   context_ref context() const noexcept override { return context_; }
-  void forget_host_memory(std::span<std::uint8_t>) override {}  // nothing is cached per host buffer
+  // Pageable buffers as they come: nothing is registered or cached per host buffer.
+  std::shared_ptr<void> adopt_host_buffer(std::span<std::uint8_t>) override { return nullptr; }
+  void forget_host_memory(std::span<std::uint8_t>) override {}
   std::optional<detail::plan_counts> plan_counts() const override { return std::nullopt; }
   std::string name() const override { return "thread_pool"; }
 

@@ -5,14 +5,20 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
+#include <new>
 #include <stdexcept>
 #include <string>
 
 namespace asio = boost::asio;
 
 namespace ferry::pipeline {
+
+void free_host_memory::operator()(std::uint8_t* memory) const noexcept { std::free(memory); }
 
 buffer_lease& buffer_lease::operator=(buffer_lease&& other) noexcept {
   buffer_lease old(std::move(*this));
@@ -25,9 +31,8 @@ buffer_lease::~buffer_lease() {
   if (pair_ && pool_) pool_->give_back(std::move(pair_));
 }
 
-buffer_pool::buffer_pool(std::size_t budget_bytes, context_ref context,
-                         std::function<void(std::span<std::uint8_t>)> before_host_free)
-    : budget_(budget_bytes), context_(context), before_host_free_(std::move(before_host_free)) {
+buffer_pool::buffer_pool(std::size_t budget_bytes, context_ref context, host_buffer_hooks hooks)
+    : budget_(budget_bytes), context_(context), hooks_(std::move(hooks)) {
   if (budget_bytes < class_of(1)) {
     throw std::invalid_argument("buffer_pool: budget_bytes is " + std::to_string(budget_bytes) +
                                 ", below the smallest buffer class of " + std::to_string(class_of(1)) + " bytes");
@@ -54,10 +59,15 @@ buffer_pool::occupancy buffer_pool::current() const {
 std::unique_ptr<staging_pair> buffer_pool::allocate(std::size_t class_bytes) {
   auto pair = std::make_unique<staging_pair>();
   pair->class_bytes = class_bytes;
-  // Not value-initialized: the bytes are overwritten by the socket before anything reads them.
-  pair->host.reset(new std::uint8_t[class_bytes + checksum_slot_bytes]);
+  // Whole pages (see free_host_memory), not value-initialized: the socket writes them before anything
+  // reads them.
+  static const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::size_t rounded = (class_bytes + checksum_slot_bytes + page - 1) / page * page;
+  pair->host.reset(static_cast<std::uint8_t*>(std::aligned_alloc(page, rounded)));
+  if (!pair->host) throw std::bad_alloc();
   context_guard in_context(context_);
   pair->device = device_buffer<std::uint8_t>::allocate(class_bytes + checksum_slot_bytes);
+  if (hooks_.adopt) pair->stage_hold = hooks_.adopt(pair->host_span());
   return pair;
 }
 
@@ -65,7 +75,7 @@ void buffer_pool::release(std::vector<std::unique_ptr<staging_pair>> pairs) noex
   if (pairs.empty()) return;
   context_guard in_context(context_);
   for (auto& pair : pairs) {
-    if (before_host_free_) before_host_free_(pair->host_span());
+    if (hooks_.before_free) hooks_.before_free(pair->host_span());
     pair.reset();
   }
 }

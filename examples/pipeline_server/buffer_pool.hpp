@@ -34,10 +34,19 @@ constexpr std::size_t checksum_offset(std::size_t data_bytes) { return (data_byt
 
 class buffer_pool;
 
+// Host memory of whole pages (std::aligned_alloc), released with std::free. Page-locking works on
+// pages: a buffer that shared a page with another could not be registered once the other was.
+struct free_host_memory {
+  void operator()(std::uint8_t* memory) const noexcept;
+};
+
 struct staging_pair {
   std::size_t class_bytes = 0;
-  std::unique_ptr<std::uint8_t[]> host;  // class_bytes + checksum_slot_bytes, pageable
+  std::unique_ptr<std::uint8_t[], free_host_memory> host;  // class_bytes + checksum_slot_bytes, pageable
   device_buffer<std::uint8_t> device;  // as many bytes, 256-byte aligned (cuMemAlloc)
+  // What the GPU stage keeps for the host buffer while it lives (ferry's stage: its registration).
+  // Declared after `host`, so that it goes first.
+  std::shared_ptr<void> stage_hold;
   std::span<std::uint8_t> host_span() const noexcept { return {host.get(), class_bytes + checksum_slot_bytes}; }
 };
 
@@ -66,10 +75,17 @@ class buffer_pool {
     std::size_t waiting = 0;  // requests waiting for room
   };
 
-  // `before_host_free` is called with each host buffer just before it is freed (the server tells ferry
-  // to forget it: see engine::forget_host_memory). Device buffers are allocated in `context`.
-  // Throws std::invalid_argument when budget_bytes is below one page.
-  buffer_pool(std::size_t budget_bytes, context_ref context, std::function<void(std::span<std::uint8_t>)> before_host_free);
+  // What the GPU stage is told of host buffers: `adopt` is called with each new one and may return
+  // something to keep with it (a registration); `before_free` just before one is freed (the server tells
+  // ferry to forget it: see engine::forget_host_memory). Both optional.
+  struct host_buffer_hooks {
+    std::function<std::shared_ptr<void>(std::span<std::uint8_t>)> adopt;
+    std::function<void(std::span<std::uint8_t>)> before_free;
+  };
+
+  // Device buffers are allocated in `context`. Throws std::invalid_argument when budget_bytes is below
+  // the smallest class.
+  buffer_pool(std::size_t budget_bytes, context_ref context, host_buffer_hooks hooks);
   buffer_pool(const buffer_pool&) = delete;
   buffer_pool& operator=(const buffer_pool&) = delete;
   // Every lease must have come back.
@@ -104,7 +120,7 @@ class buffer_pool {
 
   const std::size_t budget_;
   const context_ref context_;
-  const std::function<void(std::span<std::uint8_t>)> before_host_free_;
+  const host_buffer_hooks hooks_;
   mutable std::mutex mutex_;
   std::size_t leased_ = 0;
   std::size_t idle_bytes_ = 0;

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "engine/kernels/launch.hpp"
+#include "ferry/buffers.hpp"
 #include "ferry/error.hpp"
 #include "kernels/parameters.hpp"
 
@@ -73,8 +74,16 @@ class ferry_lane final : public gpu_lane {
 
 }  // namespace
 
-ferry_stage::ferry_stage(asio::any_io_executor executor, engine_options options, stream_hook on_new_stream)
-    : gpu_(std::move(executor), std::move(options)), on_new_stream_(std::move(on_new_stream)) {}
+ferry_stage::ferry_stage(asio::any_io_executor executor, options settings)
+    : gpu_(std::move(executor), std::move(settings.engine)),
+      register_from_bytes_(settings.register_from_bytes),
+      on_new_stream_(std::move(settings.on_new_stream)) {}
+
+std::shared_ptr<void> ferry_stage::adopt_host_buffer(std::span<std::uint8_t> memory) {
+  if (memory.size() < register_from_bytes_) return nullptr;
+  context_guard in_engine(gpu_.context());
+  return std::make_shared<host_registration<std::uint8_t>>(host_registration<std::uint8_t>::register_range(memory));
+}
 
 std::unique_ptr<gpu_lane> ferry_stage::open_lane() {
   context_guard in_engine(gpu_.context());

@@ -45,6 +45,8 @@ class gpu_stage {
   // Throws ferry's errors when the lane's resources (a stream) cannot be had.
   virtual std::unique_ptr<gpu_lane> open_lane() = 0;
   virtual context_ref context() const noexcept = 0;
+  // A new host buffer of the pool: what the stage returns is kept with the buffer while it lives.
+  virtual std::shared_ptr<void> adopt_host_buffer(std::span<std::uint8_t> memory) = 0;
   // The pool is about to free a host buffer the stage may have seen.
   virtual void forget_host_memory(std::span<std::uint8_t> memory) = 0;
   // The planner's decisions so far, for the metrics (none for a stage without ferry's planner).

@@ -85,8 +85,11 @@ server::server(server_options options, const stage_factory& make_stage)
       acceptor_(control_),
       metrics_acceptor_(control_) {
   stage_ = make_stage(io_.get_executor());
-  pool_ = std::make_unique<buffer_pool>(options_.memory_budget_bytes, stage_->context(),
-                                        [stage = stage_.get()](std::span<std::uint8_t> m) { stage->forget_host_memory(m); });
+  gpu_stage* const stage = stage_.get();
+  pool_ = std::make_unique<buffer_pool>(
+      options_.memory_budget_bytes, stage_->context(),
+      buffer_pool::host_buffer_hooks{[stage](std::span<std::uint8_t> m) { return stage->adopt_host_buffer(m); },
+                                     [stage](std::span<std::uint8_t> m) { stage->forget_host_memory(m); }});
   for (auto [acceptor, port, bound] : {std::tuple{&acceptor_, options_.port, &endpoint_},
                                        std::tuple{&metrics_acceptor_, options_.metrics_port, &metrics_endpoint_}}) {
     const tcp::endpoint wanted = endpoint_of(options_.address, port);

@@ -37,12 +37,18 @@ inline bool eventually(const std::function<bool()>& done, std::chrono::milliseco
 
 struct server_fixture : device_fixture {
   // `gated_lanes`: the first so many connections' streams are held back until open_gates().
-  void start(pipeline::server_options options = small_server_options(), std::size_t gated_lanes = 0) {
-    srv = std::make_unique<pipeline::server>(options, [this, gated_lanes](boost::asio::any_io_executor executor) {
-      return std::make_unique<pipeline::ferry_stage>(std::move(executor), engine_options{}, [this, gated_lanes](stream_ref s) {
-        std::lock_guard lock(gates_mutex);
-        if (gates.size() < gated_lanes) gates.push_back(std::make_unique<stream_gate>(s));
-      });
+  // Host buffers of `register_from_bytes` or more are page-locked (the default is the stage's: the
+  // 1 MiB class of the largest requests here is, smaller ones are staged).
+  void start(pipeline::server_options options = small_server_options(), std::size_t gated_lanes = 0,
+             std::size_t register_from_bytes = pipeline::ferry_stage::options{}.register_from_bytes) {
+    pipeline::ferry_stage::options stage;
+    stage.register_from_bytes = register_from_bytes;
+    stage.on_new_stream = [this, gated_lanes](stream_ref s) {
+      std::lock_guard lock(gates_mutex);
+      if (gates.size() < gated_lanes) gates.push_back(std::make_unique<stream_gate>(s));
+    };
+    srv = std::make_unique<pipeline::server>(options, [stage](boost::asio::any_io_executor executor) {
+      return std::make_unique<pipeline::ferry_stage>(std::move(executor), stage);
     });
   }
   void open_gates() {

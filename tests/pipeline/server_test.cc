@@ -69,9 +69,60 @@ void check_error_reply(client& c, status expected, std::initializer_list<std::st
   BOOST_CHECK_MESSAGE(c.closed_by_server(), "the server kept the connection open after " << pipeline::to_string(expected));
 }
 
+// ferry's GPU step, then one wrong byte in every reply (or a wrong checksum for the checksum operation):
+// what the load generator must catch.
+class corrupting_stage final : public pipeline::gpu_stage {
+ public:
+  explicit corrupting_stage(boost::asio::any_io_executor executor)
+      : inner_(std::move(executor), pipeline::ferry_stage::options{}) {}
+  std::unique_ptr<pipeline::gpu_lane> open_lane() override { return std::make_unique<lane>(inner_.open_lane()); }
+  context_ref context() const noexcept override { return inner_.context(); }
+  std::shared_ptr<void> adopt_host_buffer(std::span<std::uint8_t> m) override { return inner_.adopt_host_buffer(m); }
+  void forget_host_memory(std::span<std::uint8_t> m) override { inner_.forget_host_memory(m); }
+  std::optional<detail::plan_counts> plan_counts() const override { return inner_.plan_counts(); }
+  std::string name() const override { return "corrupting"; }
+
+ private:
+  struct lane final : pipeline::gpu_lane {
+    explicit lane(std::unique_ptr<pipeline::gpu_lane> inner) : inner(std::move(inner)) {}
+    boost::asio::awaitable<pipeline::stage_outcome> run(operation op, pipeline::staging_pair& pair, std::size_t bytes,
+                                                        pipeline::deadline& limit) override {
+      pipeline::stage_outcome outcome = co_await inner->run(op, pair, bytes, limit);
+      if (op == operation::transform && bytes > 0) {
+        pair.host[bytes / 2] ^= 0x10;
+      } else {
+        outcome.checksum += 1;
+      }
+      co_return outcome;
+    }
+    std::unique_ptr<pipeline::gpu_lane> inner;
+  };
+  pipeline::ferry_stage inner_;
+};
+
 }  // namespace
 
 BOOST_FIXTURE_TEST_SUITE(pipeline_server, server_fixture)
+
+BOOST_AUTO_TEST_CASE(load_generator_reports_a_wrong_byte_or_checksum) {
+  srv = std::make_unique<pipeline::server>(small_server_options(), [](boost::asio::any_io_executor executor) {
+    return std::make_unique<corrupting_stage>(std::move(executor));
+  });
+  pipeline::load_options load = small_load(*srv);
+  load.checksum_every = 2;  // connections alternate: a transform first, then a checksum
+  const pipeline::load_report report = pipeline::run_load(load);
+  BOOST_CHECK_EQUAL(report.requests, 0u);
+  BOOST_CHECK_EQUAL(report.failures, load.connections);  // each connection stops at its first wrong reply
+  for (const std::string& message : report.failure_messages) {
+    BOOST_CHECK_MESSAGE(message.find("differs from the transform of the payload") != std::string::npos, message);
+  }
+  load.checksum_every = 1;  // checksums only
+  const pipeline::load_report checksums = pipeline::run_load(load);
+  BOOST_CHECK_EQUAL(checksums.failures, load.connections);
+  for (const std::string& message : checksums.failure_messages) {
+    BOOST_CHECK_MESSAGE(message.find("checksum") != std::string::npos, message);
+  }
+}
 
 BOOST_AUTO_TEST_CASE(load_generator_gets_every_reply_right_on_many_connections) {
   start();
@@ -83,6 +134,23 @@ BOOST_AUTO_TEST_CASE(load_generator_gets_every_reply_right_on_many_connections) 
   BOOST_CHECK(eventually([&] { return srv->metrics().requests(status::ok) == 4u * 12u; }));
   BOOST_CHECK(eventually([&] { return srv->metrics().connections_open() == 0; }));
   BOOST_CHECK_EQUAL(srv->memory().leased_bytes, 0u);
+}
+
+BOOST_AUTO_TEST_CASE(large_buffers_are_page_locked_once_and_moved_in_one_dma) {
+  start(small_server_options(), 0, 64 << 10);  // classes of 64 KiB and up are registered
+  client c(srv->endpoint());
+  for (std::uint64_t i = 0; i < 4; ++i) {
+    const auto payload = random_vector<std::uint8_t>(100000 + i, 30 + i);  // the 128 KiB class, reused
+    c.send_request(operation::transform, payload);
+    check_reply(c.read_reply(), operation::transform, payload);
+  }
+  const auto small = random_vector<std::uint8_t>(3000, 40);  // the 4 KiB class: pageable, staged
+  c.send_request(operation::transform, small);
+  check_reply(c.read_reply(), operation::transform, small);
+  const detail::plan_counts plans = *srv->stage().plan_counts();
+  BOOST_CHECK_EQUAL(plans.pinned, 8u);  // 4 pokes and 4 peeks
+  BOOST_CHECK_EQUAL(plans.staged, 2u);
+  BOOST_CHECK_EQUAL(plans.registered, 0u);
 }
 
 BOOST_AUTO_TEST_CASE(requests_on_one_connection_are_answered_in_order) {
@@ -244,18 +312,7 @@ BOOST_AUTO_TEST_CASE(metrics_endpoint_serves_prometheus_text) {
     check_reply(c.read_reply(), operation::transform, payload);
   }
   BOOST_REQUIRE(eventually([&] { return srv->metrics().requests(status::ok) == 3; }));
-  const auto scrape = [&](const std::string& path) {
-    boost::asio::io_context io;
-    boost::asio::ip::tcp::socket s(io);
-    s.connect(srv->metrics_endpoint());
-    boost::asio::write(s, boost::asio::buffer("GET " + path + " HTTP/1.0\r\nHost: test\r\n\r\n"));
-    std::string text;
-    boost::system::error_code error;
-    boost::asio::read(s, boost::asio::dynamic_buffer(text), error);
-    BOOST_CHECK(error == boost::asio::error::eof);
-    return text;
-  };
-  const std::string text = scrape("/metrics");
+  const std::string text = http_get(srv->metrics_endpoint(), "/metrics");
   for (const char* line : {"HTTP/1.0 200 OK", "text/plain; version=0.0.4",
                            "pipeline_requests_total{stage=\"ferry\",operation=\"transform\",status=\"ok\"} 3",
                            "pipeline_request_seconds_count{stage=\"ferry\"} 3",
@@ -266,7 +323,7 @@ BOOST_AUTO_TEST_CASE(metrics_endpoint_serves_prometheus_text) {
                            "pipeline_transfer_plans_total{stage=\"ferry\",plan=\"staged\"} 6"}) {
     BOOST_CHECK_MESSAGE(text.find(line) != std::string::npos, "the scrape lacks \"" << line << "\":\n" << text);
   }
-  BOOST_CHECK(scrape("/other").find("HTTP/1.0 404 Not Found") == 0);
+  BOOST_CHECK(http_get(srv->metrics_endpoint(), "/other").find("HTTP/1.0 404 Not Found") == 0);
 }
 
 BOOST_AUTO_TEST_CASE(shutdown_under_load_finishes_requests_in_flight_and_stops) {

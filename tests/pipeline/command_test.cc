@@ -1,0 +1,108 @@
+// The pipeline_server command (examples/pipeline_server/command.hpp) in a child process: it prints where
+// it listens, serves, and on SIGTERM with a request in flight finishes that request, then exits 0.
+// The child is forked before this process touches the driver (no fixture here), so that the child owns
+// its own CUDA state, as the real command does.
+#include "examples/pipeline_server/command.hpp"
+
+#include <boost/test/unit_test.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <regex>
+#include <sstream>
+#include <string>
+
+#include "tests/pipeline/client.hpp"
+#include "tests/support/random_bytes.hpp"
+
+using namespace ferry::testing;
+using ferry::pipeline::operation;
+
+namespace {
+
+// The child's next line, e.g. "pipeline_server on the sim backend: listening on 127.0.0.1:41234, ...".
+std::string next_line(int fd) {
+  std::string line;
+  char c;
+  while (read(fd, &c, 1) == 1 && c != '\n') line += c;
+  return line;
+}
+
+boost::asio::ip::tcp::endpoint loopback(const std::string& port) {
+  return {boost::asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(std::stoi(port))};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(sigterm_finishes_the_request_in_flight_and_exits_0) {
+  int out[2];
+  BOOST_REQUIRE_EQUAL(pipe(out), 0);
+  std::cout.flush();  // or the child would write the test runner's buffered output too
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  BOOST_REQUIRE_GE(child, 0);
+  if (child == 0) {
+    close(out[0]);
+    dup2(out[1], STDOUT_FILENO);
+    char name[] = "pipeline_server";
+    char flag[] = "--io-threads";
+    char value[] = "2";
+    char* argv[] = {name, flag, value, nullptr};
+    int status = 1;
+    try {
+      status = ferry::pipeline::run_command(3, argv, std::cout);
+    } catch (const std::exception& error) {
+      std::cerr << "pipeline_server: " << error.what() << "\n";
+    }
+    std::cout.flush();
+    _exit(status);
+  }
+  close(out[1]);
+  const std::string line = next_line(out[0]);
+  std::smatch ports;
+  BOOST_REQUIRE_MESSAGE(std::regex_search(line, ports, std::regex("listening on 127\\.0\\.0\\.1:([0-9]+), metrics on "
+                                                                  "http://127\\.0\\.0\\.1:([0-9]+)/metrics")),
+                        line);
+  const boost::asio::ip::tcp::endpoint server = loopback(ports[1]);
+  const boost::asio::ip::tcp::endpoint metrics = loopback(ports[2]);
+  client c(server);
+  const auto first = random_vector<std::uint8_t>(50000, 1);
+  c.send_request(operation::transform, first);
+  const reply served = c.read_reply();
+  BOOST_CHECK(served.header.status == ferry::pipeline::status::ok);
+  BOOST_CHECK(same_bytes(served.body, expected_for(operation::transform, first).body));
+
+  const auto in_flight = random_vector<std::uint8_t>(1 << 20, 2);
+  c.send_request(operation::transform, in_flight);
+  // The signal once the server has the request (its buffers leased), or has even answered it already.
+  for (;;) {
+    const std::string text = http_get(metrics, "/metrics");
+    if (text.find("state=\"leased\"} 1048576") != std::string::npos ||
+        text.find("operation=\"transform\",status=\"ok\"} 2") != std::string::npos) {
+      break;
+    }
+  }
+  BOOST_REQUIRE_EQUAL(kill(child, SIGTERM), 0);
+  const reply late = c.read_reply();  // answered although the signal may have come first
+  BOOST_CHECK_MESSAGE(late.header.status == ferry::pipeline::status::ok,
+                      "status " << ferry::pipeline::to_string(late.header.status) << ": " << late.text());
+  const expected_reply expected = expected_for(operation::transform, in_flight);
+  BOOST_CHECK(same_bytes(late.body, expected.body));
+  BOOST_CHECK_EQUAL(late.header.checksum, expected.checksum);
+  BOOST_CHECK(c.closed_by_server());
+
+  int status = 0;
+  BOOST_REQUIRE_EQUAL(waitpid(child, &status, 0), child);
+  BOOST_CHECK(WIFEXITED(status));
+  BOOST_CHECK_EQUAL(WEXITSTATUS(status), 0);
+  std::string rest;
+  char c2;
+  while (read(out[0], &c2, 1) == 1) rest += c2;
+  close(out[0]);
+  BOOST_CHECK_MESSAGE(rest.find("pipeline_server: signal 15, shutting down") != std::string::npos, rest);
+  BOOST_CHECK_MESSAGE(rest.find("pipeline_server: stopped") != std::string::npos, rest);
+}
