@@ -32,7 +32,9 @@ void check_kernel(std::size_t bytes, pipeline::operation op, std::uint64_t seed)
   const std::vector<std::uint8_t> initial = random_vector<std::uint8_t>(checksum_at + 8 + 48, seed);
   device_buffer<std::uint8_t> device = device_buffer<std::uint8_t>::allocate(initial.size());
   poke_array(initial.size(), initial.data(), device.get());
-  stream s = stream::create();
+  // Blocking: a synchronous copy from pageable memory may return before its DMA is done (the driver
+  // orders it only with the legacy stream and blocking streams), and the kernel must see every byte.
+  stream s = stream::create(stream_flags::blocking);
   const std::uint64_t mode = op == pipeline::operation::transform ? kernels::transform_in_place : kernels::checksum_only;
   BOOST_REQUIRE_EQUAL(detail::launch_transform_checksum(device.get().get(), bytes, (device.get() + checksum_at).get(),
                                                         mode, s.get()),
