@@ -80,7 +80,8 @@ stage_outcome thread_pool_stage::run_on_worker(operation op, staging_pair& pair,
   const CUdeviceptr device = pair.device.get().get();
   const std::size_t checksum_at = checksum_offset(bytes);
   if (bytes > 0) {
-    if (CUresult s = driver.cuMemcpyHtoD(device, pair.host.get(), bytes); s != CUDA_SUCCESS) {
+    // Padding up to the checksum word included, as the ferry stage does: the copy back reads it.
+    if (CUresult s = driver.cuMemcpyHtoD(device, pair.host.get(), checksum_at); s != CUDA_SUCCESS) {
       return driver_failure("cuMemcpyHtoD", s);
     }
   }

@@ -31,7 +31,9 @@ class ferry_lane final : public gpu_lane {
     const device_ptr<std::uint8_t> device = pair.device.get();
     const std::size_t checksum_at = checksum_offset(bytes);
     if (bytes > 0) {
-      auto [error, moved] = co_await gpu_.poke(std::span<const std::uint8_t>(pair.host.get(), bytes), device, stream_.ref(),
+      // Up to the checksum word, padding included: the one peek below reads the padding back, and
+      // device bytes nothing wrote would be reads of uninitialized memory (compute-sanitizer initcheck).
+      auto [error, moved] = co_await gpu_.poke(std::span<const std::uint8_t>(pair.host.get(), checksum_at), device, stream_.ref(),
                                                asio::bind_cancellation_slot(limit.slot(), asio::as_tuple(asio::use_awaitable)));
       if (error || limit.expired()) co_return failed(error, limit, "poke of the payload");
     }

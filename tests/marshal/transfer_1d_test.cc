@@ -161,7 +161,15 @@ BOOST_AUTO_TEST_CASE(overlapping_copy_array_ranges_are_rejected) {
   stream s = stream::create();
   expect_error<std::invalid_argument>([&] { copy_array_async(50, device.get() + 10, device.get(), s); },
                                       {"copy_array_async: source", "overlap"});
-  copy_array(50, device.get(), device.get() + 50);  // adjacent is fine
+  // Adjacent is fine: the second half becomes a copy of the first, every element checked.
+  const auto values = random_vector<std::uint32_t>(100, 157);
+  poke_array(100, values.data(), device.get());
+  copy_array(50, device.get(), device.get() + 50);
+  const auto back = peek_list_array(100, device.get());
+  BOOST_TEST(std::vector<std::uint32_t>(back.begin() + 50, back.end()) ==
+             std::vector<std::uint32_t>(values.begin(), values.begin() + 50));
+  BOOST_TEST(std::vector<std::uint32_t>(back.begin(), back.begin() + 50) ==
+             std::vector<std::uint32_t>(values.begin(), values.begin() + 50));
 }
 
 BOOST_AUTO_TEST_CASE(async_transfers_refuse_host_memory_that_is_not_page_locked) {

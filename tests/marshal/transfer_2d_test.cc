@@ -122,8 +122,16 @@ BOOST_AUTO_TEST_CASE(overlapping_2d_regions_are_rejected_and_interleaved_ones_ar
   expect_error<std::invalid_argument>(
       [&] { copy_array_2d(10, 10, device.get(), 100, 0, 0, device.get(), 100, 5, 5); },
       {"copy_array_2d: source region", "overlap"});
-  // Columns 0-9 and 50-59 of the same rows share no byte.
+  // Columns 0-9 and 50-59 of the same rows share no byte: the copy lands, every element checked.
+  const auto values = random_vector<std::uint32_t>(100 * 100, 127);
+  poke_array(values.size(), values.data(), device.get());
   copy_array_2d(10, 10, device.get(), 100, 0, 0, device.get(), 100, 50, 0);
+  const auto back = peek_list_array(values.size(), device.get());
+  auto expected = values;
+  for (std::size_t row = 0; row < 10; ++row) {
+    for (std::size_t column = 0; column < 10; ++column) expected[row * 100 + 50 + column] = values[row * 100 + column];
+  }
+  BOOST_TEST(back == expected);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "ferry/engine.hpp"
-#include "tests/stress/compute_sanitizer.hpp"
+#include "tests/support/compute_sanitizer.hpp"
 #include "tests/stress/random_workload.hpp"
 #include "tests/support/device_fixture.hpp"
 
@@ -81,7 +81,7 @@ bool wait_for_load(const stress::workload_totals& totals, std::size_t workers) {
 // (it follows child processes); the plain run on the GPU covers the case.
 auto not_under_compute_sanitizer() {
   return boost::unit_test::precondition([](boost::unit_test::test_unit_id) {
-    boost::test_tools::assertion_result result(!stress::under_compute_sanitizer());
+    boost::test_tools::assertion_result result(!ferry::testing::under_compute_sanitizer());
     result.message() << "its child processes exit with memory held on purpose: not under compute-sanitizer";
     return result;
   });

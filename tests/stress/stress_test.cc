@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "ferry/engine.hpp"
-#include "tests/stress/compute_sanitizer.hpp"
+#include "tests/support/compute_sanitizer.hpp"
 #include "tests/stress/random_workload.hpp"
 #include "tests/support/device_fixture.hpp"
 
@@ -84,7 +84,7 @@ BOOST_AUTO_TEST_CASE(a_million_random_operations_from_four_threads_all_match_the
     BOOST_TEST(totals.ops == ops);
   } else {
     std::cout << "stress: stopped by the 90 s limit after " << totals.ops << " of " << ops << " ops\n";
-    BOOST_TEST(totals.ops >= (stress::under_compute_sanitizer() ? 1000u : 100000u));
+    BOOST_TEST(totals.ops >= (ferry::testing::under_compute_sanitizer() ? 1000u : 100000u));
   }
   BOOST_TEST(totals.cancel_requests > 0u);
   BOOST_TEST(totals.bytes_verified >= totals.bytes_moved / 2);

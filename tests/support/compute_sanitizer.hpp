@@ -1,5 +1,5 @@
 // Whether this process runs under compute-sanitizer, which slows every driver call many times over and
-// follows child processes: the stress suites size themselves (or skip a case) by it.
+// follows child processes: suites size themselves (or skip a case) by it.
 #pragma once
 
 #include <cstdlib>
@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace ferry::stress {
+namespace ferry::testing {
 
 // compute-sanitizer exports NV_SANITIZER_INJECTION_PORT_BASE (or names its library in
 // CUDA_INJECTION64_PATH) and maps libsanitizer-collection.so into the process it runs.
@@ -22,4 +22,4 @@ inline bool under_compute_sanitizer() {
   return false;
 }
 
-}  // namespace ferry::stress
+}  // namespace ferry::testing
