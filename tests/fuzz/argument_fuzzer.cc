@@ -290,12 +290,18 @@ void fuzz_copy_2d(fuzz_input& in) {
   constexpr std::size_t size = sizeof(T);
   const unsigned op = in.choose(10);  // 0-2 sync peek/poke/copy, 3-5 their async forms, 6-9 engine kinds
   // Half the calls use geometry that fits the arenas (most of those are valid); the others draw each
-  // extent from the edge values (0, 1, huge, overflowing).
-  const bool fits = in.byte() & 1;
+  // extent from the edge values (0, 1, huge, overflowing). One in eight puts one row at row 0 or 1 of a
+  // source whose pitch is a few elements short of 2^64 bytes: its offset wraps the address space back
+  // near the pointer, and the one-row overlap check meets pitches of 2^63 bytes and more.
+  const unsigned mode = in.choose(8);
+  const bool fits = mode < 4, wrapping = mode == 7;
   auto extent = [&](std::size_t most) { return fits ? std::size_t{in.byte()} % most : pick_extent(in); };
-  const std::size_t width = extent(9), height = extent(9);
-  const std::size_t source_pitch = fits ? width + in.byte() % 5 : pick_extent(in);
-  const std::size_t source_x = extent(source_pitch - width + 2), source_y = extent(4);
+  const std::size_t width = extent(9), height = wrapping ? 1 : extent(9);
+  const std::size_t source_pitch = fits       ? width + in.byte() % 5
+                                   : wrapping ? size_max / size - in.byte() % 64
+                                              : pick_extent(in);
+  const std::size_t source_x = extent(source_pitch - width + 2);
+  const std::size_t source_y = wrapping ? in.byte() % 2 : extent(4);
   const std::size_t destination_pitch = in.byte() & 1 ? source_pitch : fits ? width + in.byte() % 5 : pick_extent(in);
   const std::size_t destination_x = extent(destination_pitch - width + 2), destination_y = extent(4);
   const std::uintptr_t source = w.pick_address(in, size);
