@@ -124,7 +124,7 @@ class engine {
     auto transfer = core_->prepare_copy("engine::poke", source.size(), sizeof(T),
                                         detail::pageable_side("source", source.data()),
                                         detail::device_side("destination", destination.get()));
-    transfer.plan = options.plan;
+    detail::force_plan(transfer, options.plan);
     return start_transfer(std::move(transfer), options.stream_handle(), std::forward<Token>(token));
   }
   // From page-locked memory: one DMA, no staging.
@@ -200,7 +200,7 @@ class engine {
     auto transfer = core_->prepare_copy("engine::peek", destination.size(), sizeof(T),
                                         detail::device_side("source", source.get()),
                                         detail::pageable_side("destination", destination.data()));
-    transfer.plan = options.plan;
+    detail::force_plan(transfer, options.plan);
     return start_transfer(std::move(transfer), options.stream_handle(), std::forward<Token>(token));
   }
   template <storable T, class Token>

@@ -49,7 +49,7 @@ enum class memory_advice {
 // that is not managed, a range past its allocation or an unknown device; cuda_error otherwise.
 template <storable T>
 void advise_array(device_ptr<T> pointer, std::size_t count, memory_advice advice, memory_location location) {
-  detail::advise("advise_array", pointer.get(), count, sizeof(T), static_cast<CUmem_advise>(advice),
+  detail::advise("advise_array", pointer.get(), count, sizeof(T), static_cast<int>(advice),
                  location.to_driver());
 }
 

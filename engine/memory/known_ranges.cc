@@ -1,5 +1,6 @@
 #include "engine/memory/known_ranges.hpp"
 
+#include <cstdint>
 #include <string>
 
 #include "engine/driver/driver_table.hpp"
@@ -42,7 +43,11 @@ std::optional<known_range> range_known_to_driver(std::uintptr_t address) noexcep
 
 void check_side(std::string_view operation, const endpoint& side, std::size_t offset, std::size_t bytes) {
   const std::string argument(side.argument);
-  if (side.address == 0) throw_invalid_argument(operation, argument + " is a null pointer");
+  // An empty vector or span may have no storage: its null data() is fine when nothing is touched.
+  // Device and page-locked pointers are named by the caller, never empty containers.
+  if (side.address == 0 && !(side.kind == memory_kind::pageable_host && bytes == 0)) {
+    throw_invalid_argument(operation, argument + " is a null pointer");
+  }
   if (side.kind == memory_kind::pageable_host || bytes == 0) return;
   const std::optional<known_range> range = range_known_to_driver(side.address);
   if (!range) {
@@ -50,9 +55,15 @@ void check_side(std::string_view operation, const endpoint& side, std::size_t of
                                           std::string(kind_name(side.kind)) + " the driver knows (" +
                                           std::string(how_to_get(side.kind)) + "; freed memory is unknown too)");
   }
+  // An offset that wraps the address space would land back inside the allocation: refused too.
+  const bool wraps = offset > UINTPTR_MAX - side.address;
   const std::uintptr_t begin = side.address + offset;
   const std::uintptr_t end_of_allocation = range->base + range->size;
-  if (begin < range->base || begin > end_of_allocation || bytes > end_of_allocation - begin) {
+  if (wraps || begin < range->base || begin > end_of_allocation || bytes > end_of_allocation - begin) {
+    if (wraps) {
+      throw_invalid_argument(operation, argument + " " + hex(side.address) + " + offset " + std::to_string(offset) +
+                                            " bytes runs past the end of the address space");
+    }
     const std::uintptr_t end = begin + bytes;
     throw_invalid_argument(operation, argument + " range [" + hex(begin) + ", " + hex(end) + ") of " +
                                           std::to_string(bytes) + " bytes runs " +

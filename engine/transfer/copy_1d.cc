@@ -17,7 +17,8 @@ plan_1d plan_copy_1d(std::string_view operation, std::size_t count, std::size_t 
   if (from_host && to_host) {
     throw_invalid_argument(operation, "source and destination are both host memory; ferry copies to or from a device");
   }
-  if (!from_host && !to_host) check_disjoint(operation, source.address, destination.address, bytes);
+  // Whatever the kinds: a host pointer may name mapped or managed memory that the device side names too.
+  check_disjoint(operation, source.address, destination.address, bytes);
   return {bytes, from_host ? direction::host_to_device : to_host ? direction::device_to_host : direction::device_to_device};
 }
 

@@ -33,6 +33,8 @@ footprint check_plane(std::string_view operation, std::size_t width, std::size_t
                       const endpoint& side, const plane& geometry) {
   const std::string argument(side.argument);
   if (geometry.pitch == 0) throw_invalid_argument(operation, argument + " width (pitch) is 0");
+  // The driver takes the pitch in bytes (and the overlap check below computes with it).
+  checked_multiply(operation, argument + " width (pitch) in bytes", geometry.pitch, element_size);
   if (geometry.x > geometry.pitch || width > geometry.pitch - geometry.x) {
     throw_invalid_argument(operation, argument + " region of width " + std::to_string(width) + " at x " +
                                           std::to_string(geometry.x) + " is wider than its array width " +
@@ -63,7 +65,9 @@ void check_regions_disjoint(std::string_view operation, std::size_t width, std::
   const std::uintptr_t b = destination.address + destination_bytes.begin;
   const bool spans_meet = a < b + destination_bytes.length && b < a + source_bytes.length;
   if (!spans_meet) return;
-  if (source_plane.pitch == destination_plane.pitch) {
+  // One row each: the spans are the rows. (Past one row, pitch * element_size fits in the allocation, so
+  // the signed arithmetic below cannot overflow; with one row the pitch is unchecked and may be huge.)
+  if (height > 1 && source_plane.pitch == destination_plane.pitch) {
     const auto pitch = static_cast<std::int64_t>(source_plane.pitch * element_size);
     const auto row_bytes = static_cast<std::int64_t>(width * element_size);
     const auto rows = static_cast<std::int64_t>(height);
@@ -112,7 +116,7 @@ CUDA_MEMCPY2D plan_copy_2d(std::string_view operation, std::size_t width, std::s
   if (!source_on_device && !destination_on_device) {
     throw_invalid_argument(operation, "source and destination are both host memory; ferry copies to or from a device");
   }
-  if (source_on_device && destination_on_device) {
+  {  // whatever the kinds, as for 1-D copies: a host pointer may name memory the device side names too
     check_regions_disjoint(operation, width, height, element_size, source, source_plane, source_bytes, destination,
                            destination_plane, destination_bytes);
   }

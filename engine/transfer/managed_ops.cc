@@ -55,14 +55,19 @@ void prefetch(std::string_view operation, CUdeviceptr pointer, std::size_t count
 }
 
 void advise(std::string_view operation, CUdeviceptr pointer, std::size_t count, std::size_t element_size,
-            CUmem_advise advice, CUmemLocation location) {
-  // The same checks as a prefetch: managed memory, inside its allocation, a device that exists.
+            int advice, CUmemLocation location) {
+  // The same checks as a prefetch: managed memory, inside its allocation, a device that exists; and
+  // advice the driver defines (a memory_advice cast from another number is none).
   const std::size_t bytes = plan_prefetch(operation, pointer, count, element_size, location);
+  if (advice < CU_MEM_ADVISE_SET_READ_MOSTLY || advice > CU_MEM_ADVISE_UNSET_ACCESSED_BY) {
+    throw_invalid_argument(operation, "advice " + std::to_string(advice) +
+                                          " is not one of memory_advice's values (1 to 6)");
+  }
   if (bytes == 0) return;
-  CUresult status = driver().cuMemAdvise(pointer, bytes, advice, location);
+  CUresult status = driver().cuMemAdvise(pointer, bytes, static_cast<CUmem_advise>(advice), location);
   if (status != CUDA_SUCCESS) {
     throw_cuda_error(status, "cuMemAdvise",
-                     std::string(operation) + ": advice " + std::to_string(static_cast<int>(advice)) + " for " +
+                     std::string(operation) + ": advice " + std::to_string(advice) + " for " +
                          std::to_string(bytes) + " bytes at " + hex(pointer),
                      std::source_location::current());
   }

@@ -103,6 +103,11 @@ struct prepared_transfer {
   std::string label() const;
 };
 
+// Sets the plan a caller forces (transfer_options::plan) on a pageable transfer. Throws
+// std::invalid_argument for transfer_plan::batched (the planner's choice for small page-locked copies:
+// a pageable transfer forced to it would never be submitted) and for values that are no plan.
+void force_plan(prepared_transfer& transfer, transfer_plan plan);
+
 class engine_core {
  public:
   explicit engine_core(const engine_options& options);

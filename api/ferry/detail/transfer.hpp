@@ -60,8 +60,10 @@ void fill(std::string_view operation, CUdeviceptr destination, std::size_t count
 
 void prefetch(std::string_view operation, CUdeviceptr pointer, std::size_t count, std::size_t element_size,
               CUmemLocation location, CUstream stream);
+// `advice`: a memory_advice's value, checked before it becomes a CUmem_advise (a value outside that
+// enumeration's range cannot be held in it).
 void advise(std::string_view operation, CUdeviceptr pointer, std::size_t count, std::size_t element_size,
-            CUmem_advise advice, CUmemLocation location);
+            int advice, CUmemLocation location);
 void attach(std::string_view operation, CUdeviceptr pointer, std::size_t count, std::size_t element_size,
             attach_flag flag, CUstream stream);
 
