@@ -55,15 +55,14 @@ void check_side(std::string_view operation, const endpoint& side, std::size_t of
                                           std::string(kind_name(side.kind)) + " the driver knows (" +
                                           std::string(how_to_get(side.kind)) + "; freed memory is unknown too)");
   }
-  // An offset that wraps the address space would land back inside the allocation: refused too.
-  const bool wraps = offset > UINTPTR_MAX - side.address;
+  // An offset that wraps the address space would land back inside the allocation.
+  if (offset > UINTPTR_MAX - side.address) {
+    throw_invalid_argument(operation, argument + " " + hex(side.address) + " + offset " + std::to_string(offset) +
+                                          " bytes runs past the end of the address space");
+  }
   const std::uintptr_t begin = side.address + offset;
   const std::uintptr_t end_of_allocation = range->base + range->size;
-  if (wraps || begin < range->base || begin > end_of_allocation || bytes > end_of_allocation - begin) {
-    if (wraps) {
-      throw_invalid_argument(operation, argument + " " + hex(side.address) + " + offset " + std::to_string(offset) +
-                                            " bytes runs past the end of the address space");
-    }
+  if (begin < range->base || begin > end_of_allocation || bytes > end_of_allocation - begin) {
     const std::uintptr_t end = begin + bytes;
     throw_invalid_argument(operation, argument + " range [" + hex(begin) + ", " + hex(end) + ") of " +
                                           std::to_string(bytes) + " bytes runs " +
