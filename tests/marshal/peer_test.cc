@@ -8,10 +8,15 @@
 #include "ferry/marshal.hpp"
 #include "tests/support/device_fixture.hpp"
 #include "tests/support/expect_error.hpp"
+#include "tests/support/peer_access.hpp"
 #include "tests/support/random_bytes.hpp"
 
 using namespace ferry;
+using ferry::testing::devices_are_peers;
+using ferry::testing::disable_from;
+using ferry::testing::enable_from;
 using ferry::testing::expect_error;
+using ferry::testing::peer_access_both_ways;
 using ferry::testing::random_vector;
 using ferry::testing::same_bytes;
 
@@ -92,32 +97,6 @@ void check_every_copy_between(context_ref a, context_ref b, std::uint64_t seed) 
   check_peer_copy(b, a, copy_call::async, seed + 3);
   check_copies_both_ways_at_once(a, b, seed + 4);
 }
-
-// Peer access from `from`'s context to `to`'s memory.
-peer_access enable_from(context_ref from, context_ref to) {
-  context_guard in_from(from);
-  return enable_peer_access(to);
-}
-void disable_from(context_ref from, context_ref to) {
-  context_guard in_from(from);
-  disable_peer_access(to);
-}
-
-// Peer access enabled both ways for a scope, disabled again at its end: the primary contexts outlive
-// the test case, and a later case must find them as the driver made them.
-struct peer_access_both_ways {
-  peer_access_both_ways(context_ref a, context_ref b) : a(a), b(b) {
-    BOOST_TEST((enable_from(a, b) == peer_access::enabled));
-    BOOST_TEST((enable_from(b, a) == peer_access::enabled));
-  }
-  ~peer_access_both_ways() {
-    disable_from(a, b);
-    disable_from(b, a);
-  }
-  context_ref a, b;
-};
-
-bool devices_are_peers() { return can_access_peer(device::get(0), device::get(1)) && can_access_peer(device::get(1), device::get(0)); }
 
 }  // namespace
 
