@@ -71,13 +71,14 @@ void check_copies_both_ways_at_once(context_ref a, context_ref b, std::uint64_t 
   device_ptr<std::uint32_t> a_source = allocate_in(a, from_a), a_destination = allocate_in(a, {});
   device_ptr<std::uint32_t> b_source = allocate_in(b, from_b), b_destination = allocate_in(b, {});
   {
+    // Each copy is enqueued with its stream's context current.
     context_guard in_b(b);
     stream on_b = stream::create();
+    copy_array_peer_async(count, device_ptr<const std::uint32_t>(b_source), b, a_destination, a, on_b);
     {
       context_guard in_a(a);
       stream on_a = stream::create();
       copy_array_peer_async(count, device_ptr<const std::uint32_t>(a_source), a, b_destination, b, on_a);
-      copy_array_peer_async(count, device_ptr<const std::uint32_t>(b_source), b, a_destination, a, on_b);
       on_a.synchronize();
     }
     on_b.synchronize();
