@@ -1,6 +1,6 @@
 // The engine's cross-device copy (engine::copy_peer) between device 0 and device 1: each completion
-// token, both directions (one at a time and both at once), with and without peer access, and
-// cancellation while a peer copy is held behind a gated stream. Every case needs two devices (the sim
+// token, both directions (one at a time and both at once), with and without peer access,
+// cancellation while a peer copy is held behind a gated stream, and (sim) a copy the driver refuses. Every case needs two devices (the sim
 // presents two by default; on the GPU machine they need two GPUs) and is skipped with one.
 #include "ferry/engine.hpp"
 
@@ -235,6 +235,23 @@ BOOST_AUTO_TEST_CASE(cancel_of_a_peer_copy_queued_behind_a_gated_transfer_gives_
   BOOST_TEST(!poke_result.error);
   BOOST_TEST(same_bytes(peek_list_array(poke_count, poke_destination.get()), poke_values));
   BOOST_TEST(copy.untouched());
+}
+
+BOOST_AUTO_TEST_CASE(a_peer_copy_the_driver_refuses_completes_with_its_status,
+                     *ferry::testing::only_on_sim()) {
+  context other = context::primary(device::get(1));
+  peer_copy refused(gpu.context(), other, 415), next(other, gpu.context(), 416);
+  sim::fail_call("cuMemcpyPeerAsync", 1, CUDA_ERROR_INVALID_VALUE);
+  outcome refused_result, next_result;
+  refused.start(gpu, record(refused_result));
+  BOOST_TEST(run_until(io, [&] { return refused_result.calls == 1; }));
+  BOOST_TEST(refused_result.error == make_error_code(CUDA_ERROR_INVALID_VALUE));
+  BOOST_TEST(refused_result.bytes == 0u);
+  BOOST_TEST(refused.untouched());
+  next.start(gpu, record(next_result));  // the failure is not sticky: the next copy goes through
+  BOOST_TEST(run_until(io, [&] { return next_result.calls == 1; }));
+  BOOST_TEST(!next_result.error);
+  BOOST_TEST(next.landed());
 }
 
 BOOST_AUTO_TEST_CASE(copy_peer_checks_its_arguments_before_anything_is_enqueued) {
