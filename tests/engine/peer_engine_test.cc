@@ -1,7 +1,8 @@
 // The engine's cross-device copy (engine::copy_peer) between device 0 and device 1: each completion
 // token, both directions (one at a time and both at once), with and without peer access,
-// cancellation while a peer copy is held behind a gated stream, and (sim) a copy the driver refuses. Every case needs two devices (the sim
-// presents two by default; on the GPU machine they need two GPUs) and is skipped with one.
+// cancellation while a peer copy is held behind a gated stream, and (sim) a copy the driver refuses.
+// Every case needs two devices (the sim presents two by default; on the GPU machine they need two
+// GPUs) and is skipped with one.
 #include "ferry/engine.hpp"
 
 #include <boost/asio/as_tuple.hpp>
