@@ -19,26 +19,14 @@
 
 namespace asio = boost::asio;
 using namespace ferry;
+using ferry::testing::outcome;
 using ferry::testing::random_vector;
+using ferry::testing::record;
 using ferry::testing::same_bytes;
 
 namespace {
 
 using engine_fixture = ferry::testing::engine_fixture<64 << 10, 1>;
-
-struct outcome {
-  int calls = 0;
-  boost::system::error_code error;
-  std::size_t bytes = 0;
-};
-
-auto record(outcome& into) {
-  return [&into](boost::system::error_code error, std::size_t bytes) {
-    ++into.calls;
-    into.error = error;
-    into.bytes = bytes;
-  };
-}
 
 }  // namespace
 

@@ -1,9 +1,12 @@
-// Running an io_context in tests: until a condition holds (or a deadline passes), counting handlers.
+// Running an io_context in tests: until a condition holds (or a deadline passes), counting handlers;
+// and recording what a transfer's handler was called with.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
+#include <boost/system/error_code.hpp>
 
 #include <chrono>
+#include <cstddef>
 #include <functional>
 
 namespace ferry::testing {
@@ -23,6 +26,22 @@ inline bool run_until(boost::asio::io_context& io, const std::function<bool()>& 
 inline void run_for_a_while(boost::asio::io_context& io, std::chrono::milliseconds how_long = std::chrono::milliseconds(100)) {
   io.restart();
   io.run_for(how_long);
+}
+
+// What a transfer's handler (void(error_code, std::size_t)) was called with, and how many times.
+struct outcome {
+  int calls = 0;
+  boost::system::error_code error;
+  std::size_t bytes = 0;
+};
+
+// A handler that records into `into`, which must outlive it.
+inline auto record(outcome& into) {
+  return [&into](boost::system::error_code error, std::size_t bytes) {
+    ++into.calls;
+    into.error = error;
+    into.bytes = bytes;
+  };
 }
 
 }  // namespace ferry::testing
