@@ -62,15 +62,14 @@ CUresult completion_bridge::watch(CUstream stream, continuation done) {
     }
   }
   pending_count_.fetch_add(1);
-  bool parked;
-  {
-    std::lock_guard lock(mutex_);
-    item->sequence = next_sequence_++;
-    incoming_.push_back(std::move(item));
-    has_incoming_.store(true, std::memory_order_release);
-    parked = parked_;
-  }
-  if (parked) wake_.notify_one();  // a spinning bridge sees the hand-off list without a system call
+  std::lock_guard lock(mutex_);
+  item->sequence = next_sequence_++;
+  incoming_.push_back(std::move(item));
+  has_incoming_.store(true, std::memory_order_release);
+  // A spinning bridge sees the hand-off list without a system call. The notify stays under the lock:
+  // once it is released, the work may complete and the engine destroy the bridge (TSan saw the
+  // condition variable destroyed under a notify that came after the unlock).
+  if (parked_) wake_.notify_one();
   return CUDA_SUCCESS;
 }
 
@@ -104,10 +103,8 @@ void CUDA_CB completion_bridge::host_function_fired(void* user_data) {
   auto* item = static_cast<entry*>(user_data);
   completion_bridge* bridge = item->bridge;
   item->fired = true;
-  {
-    std::lock_guard lock(bridge->mutex_);
-    bridge->signalled_ = true;
-  }
+  std::lock_guard lock(bridge->mutex_);  // notified under the lock, as in watch()
+  bridge->signalled_ = true;
   bridge->wake_.notify_one();
 }
 

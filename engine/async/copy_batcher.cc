@@ -37,25 +37,25 @@ void copy_batcher::stop_for_exit() {
 
 bool copy_batcher::offer(copy& item) {
   std::vector<copy> full;
-  bool opened = false;
   {
     std::lock_guard lock(mutex_);
     const auto now = std::chrono::steady_clock::now();
     const bool burst = now - last_arrival_ < window_;
     last_arrival_ = now;
     if (stopping_ || (!burst && open_.empty())) return false;  // (a stopped batcher takes nothing)
-    opened = open_.empty();
+    const bool opened = open_.empty();
     if (opened) opened_ = now;
     open_.push_back(std::move(item));
-    if (open_.size() >= most_copies_) full.swap(open_);
+    if (open_.size() >= most_copies_) {
+      full.swap(open_);
+    } else if (opened) {
+      // Only the first copy of a batch wakes the batcher thread (to time the window); later ones join a
+      // batch it already waits for, and waking it for each would cost a system call per copy. Under the
+      // lock: once it is released the batch may complete and the engine destroy the batcher.
+      wake_.notify_one();
+    }
   }
-  if (!full.empty()) {
-    submit(std::move(full));
-  } else if (opened) {
-    // Only the first copy of a batch wakes the batcher thread (to time the window); later ones join a
-    // batch it already waits for, and waking it for each would cost a system call per copy.
-    wake_.notify_one();
-  }
+  if (!full.empty()) submit(std::move(full));
   return true;
 }
 
