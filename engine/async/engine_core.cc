@@ -463,6 +463,14 @@ prepared_transfer engine_core::prepare_copy(std::string_view operation, std::siz
                                             endpoint source, endpoint destination) {
   caller_context in_engine(impl_->driver, impl_->context);
   const plan_1d plan = plan_copy_1d(operation, count, element_size, source, destination);
+  // A pageable side may be staged: the engine's threads then read or write it on the host, which
+  // device memory passed as a host span would not survive (the fuzzer met it as a crash).
+  for (const endpoint* side : {&source, &destination}) {
+    if (side->kind == memory_kind::pageable_host && plan.bytes > 0 && is_device_only_memory(side->address)) {
+      throw_invalid_argument(operation, std::string(side->argument) + " " + hex(side->address) +
+                                            " is device memory, not host memory (pass it as a device_ptr)");
+    }
+  }
   prepared_transfer transfer;
   transfer.operation = operation;
   transfer.bytes = plan.bytes;

@@ -41,6 +41,16 @@ std::optional<known_range> range_known_to_driver(std::uintptr_t address) noexcep
   return std::nullopt;
 }
 
+bool is_device_only_memory(std::uintptr_t address) noexcept {
+  const auto& driver = detail::driver();
+  unsigned type = 0, managed = 0;
+  if (driver.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address) != CUDA_SUCCESS ||
+      type != CU_MEMORYTYPE_DEVICE) {
+    return false;
+  }
+  return driver.cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, address) == CUDA_SUCCESS && !managed;
+}
+
 void check_side(std::string_view operation, const endpoint& side, std::size_t offset, std::size_t bytes) {
   const std::string argument(side.argument);
   // An empty vector or span may have no storage: its null data() is fine when nothing is touched.

@@ -25,6 +25,9 @@ std::optional<known_range> range_known_to_driver(std::uintptr_t address) noexcep
 // Pageable host memory cannot be checked beyond null.
 void check_side(std::string_view operation, const endpoint& side, std::size_t offset, std::size_t bytes);
 
+// Whether `address` is device memory that the host cannot read (device memory that is not managed).
+bool is_device_only_memory(std::uintptr_t address) noexcept;
+
 // Throws std::invalid_argument when [a, a + bytes) and [b, b + bytes) overlap.
 void check_disjoint(std::string_view operation, std::uintptr_t a, std::uintptr_t b, std::size_t bytes);
 

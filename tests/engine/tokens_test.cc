@@ -19,6 +19,7 @@
 #include "ferry/marshal.hpp"
 #include "tests/support/device_fixture.hpp"
 #include "tests/support/engine_fixture.hpp"
+#include "tests/support/expect_error.hpp"
 #include "tests/support/io_helpers.hpp"
 #include "tests/support/random_bytes.hpp"
 
@@ -185,6 +186,27 @@ BOOST_AUTO_TEST_CASE(as_tuple_delivers_errors_as_values) {
   }, asio::detached);
   BOOST_TEST(ferry::testing::run_until(io, [&] { return finished; }));
   BOOST_TEST(peek_list_array(16, a.get())[15] == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(device_memory_passed_as_a_host_span_is_refused_before_anything_runs) {
+  const auto values = random_vector<std::uint32_t>(64, 411);
+  auto device = gpu.allocate<std::uint32_t>(64);
+  auto other = gpu.allocate<std::uint32_t>(64);
+  poke_array(values.size(), values.data(), other.get());
+  auto* as_host = reinterpret_cast<std::uint32_t*>(device.get().get());
+  int calls = 0;
+  ferry::testing::expect_error<std::invalid_argument>(
+      [&] { gpu.poke(std::span<const std::uint32_t>(as_host, 64), other.get(), [&](auto...) { ++calls; }); },
+      {"engine::poke: source", "is device memory, not host memory"});
+  ferry::testing::expect_error<std::invalid_argument>(
+      [&] {
+        gpu.peek(device_ptr<const std::uint32_t>(other.get()), std::span<std::uint32_t>(as_host, 64),
+                 [&](auto...) { ++calls; });
+      },
+      {"engine::peek: destination", "is device memory, not host memory"});
+  ferry::testing::run_for_a_while(io);
+  BOOST_TEST(calls == 0);
+  BOOST_TEST(peek_list_array(64, other.get()) == values);  // untouched
 }
 
 BOOST_AUTO_TEST_CASE(bad_arguments_throw_from_the_initiating_function_before_anything_is_enqueued) {
