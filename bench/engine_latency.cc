@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "bench/harness/comparison.hpp"
+#include "bench/harness/driver_check.hpp"
 #include "engine/driver/driver_table.hpp"
 #include "ferry/engine.hpp"
 #include "ferry/ferry.hpp"
@@ -34,9 +35,7 @@ constexpr std::size_t small_bytes = 4096;
 constexpr int latency_samples = 2000;
 constexpr int concurrent_ops = 1024;
 
-void check(CUresult status, const char* call) {
-  if (status != CUDA_SUCCESS) throw std::runtime_error(std::string(call) + " failed with status " + std::to_string(status));
-}
+using bench::check;
 
 double percentile(std::vector<double> values, double p) {
   std::sort(values.begin(), values.end());

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bench/harness/comparison.hpp"
+#include "bench/harness/driver_check.hpp"
 #include "engine/driver/driver_table.hpp"
 #include "ferry/ferry.hpp"
 
@@ -21,9 +22,7 @@ constexpr std::size_t transfer_bytes = std::size_t{64} << 20;
 constexpr std::size_t words = transfer_bytes / sizeof(std::uint32_t);
 constexpr std::size_t query_calls = 1000;
 
-void check(CUresult status, const char* call) {
-  if (status != CUDA_SUCCESS) throw std::runtime_error(std::string(call) + " failed with status " + std::to_string(status));
-}
+using bench::check;
 
 std::vector<std::uint32_t> random_words(std::size_t n, std::uint64_t seed) {
   std::vector<std::uint32_t> values(n);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bench/harness/comparison.hpp"
+#include "bench/harness/driver_check.hpp"
 #include "engine/driver/driver_table.hpp"
 #include "ferry/engine.hpp"
 #include "ferry/ferry.hpp"
@@ -26,9 +27,7 @@ using namespace ferry;
 
 namespace {
 
-void check(CUresult status, const char* call) {
-  if (status != CUDA_SUCCESS) throw std::runtime_error(std::string(call) + " failed with status " + std::to_string(status));
-}
+using bench::check;
 
 std::vector<std::uint8_t> random_bytes(std::size_t bytes, std::uint64_t seed) {
   std::vector<std::uint8_t> out(bytes);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bench/harness/comparison.hpp"
+#include "bench/harness/driver_check.hpp"
 #include "engine/driver/driver_table.hpp"
 #include "ferry/engine.hpp"
 #include "ferry/ferry.hpp"
@@ -31,9 +32,7 @@ namespace {
 constexpr std::size_t small_bytes = 4096;
 constexpr int calls = 1024;
 
-void check(CUresult status, const char* call) {
-  if (status != CUDA_SUCCESS) throw std::runtime_error(std::string(call) + " failed with status " + std::to_string(status));
-}
+using bench::check;
 
 // Median over 7 rounds of `calls` calls, in microseconds per call; `drain` (untimed) runs after each round.
 double per_call_us(const std::function<void(int)>& body, const std::function<void()>& drain) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bench/harness/comparison.hpp"
+#include "bench/harness/driver_check.hpp"
 #include "engine/driver/driver_table.hpp"
 #include "ferry/engine.hpp"
 #include "ferry/ferry.hpp"
@@ -28,9 +29,7 @@ using namespace ferry;
 
 namespace {
 
-void check(CUresult status, const char* call) {
-  if (status != CUDA_SUCCESS) throw std::runtime_error(std::string(call) + " failed with status " + std::to_string(status));
-}
+using bench::check;
 
 std::string size_name(std::size_t bytes) {
   if (bytes >= (1u << 30) && bytes % (1u << 30) == 0) return std::to_string(bytes >> 30) + "GiB";
