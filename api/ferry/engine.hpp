@@ -315,7 +315,8 @@ class engine {
 
   // ---- ordering
 
-  // Completes (void(error_code)) when every op submitted before it has completed. Not cancellable.
+  // Completes (void(error_code)) when every op submitted before it has completed: with success, or with
+  // the sticky error once the context has failed (sticky_error()). Not cancellable.
   template <class Token>
   auto wait_all(Token&& token) {
     return boost::asio::async_initiate<Token, status_signature>(

@@ -27,6 +27,9 @@ completion_bridge::completion_bridge(const driver_table& driver, CUcontext conte
       context_(context),
       options_(options),
       events_(driver, event_flags(options.policy)),
+      pending_spin_(options.pending_spin ? *options.pending_spin
+                    : std::thread::hardware_concurrency() >= 4 ? std::chrono::microseconds(20000)
+                                                                : std::chrono::microseconds(0)),
       last_activity_(std::chrono::steady_clock::now()),
       thread_([this] { run(); }) {}
 
@@ -240,15 +243,15 @@ void completion_bridge::run() {
       }
       continue;
     }
-    if (young) {
+    auto oldest = now;
+    for (const auto& [stream, queue] : pending_) oldest = std::min(oldest, queue.front()->since);
+    if (young || now - oldest < pending_spin_) {
       // Young work: keep querying. A short pause between queries, not a yield: a system call would cost
       // more than the query and could hand the core away for a time slice.
       for (int i = 0; i < 32; ++i) __builtin_ia32_pause();
     } else {
       // Old work: sleep in proportion to how long the oldest pending work has run, so that noticing its
       // end late costs under 1% of its duration, and a long transfer costs few wake-ups.
-      auto oldest = now;
-      for (const auto& [stream, queue] : pending_) oldest = std::min(oldest, queue.front()->since);
       const auto proportional = std::chrono::duration_cast<std::chrono::microseconds>(now - oldest) / 128;
       park(now + std::clamp(proportional, std::chrono::microseconds(2), options_.max_backoff));
     }

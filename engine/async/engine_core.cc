@@ -76,6 +76,7 @@ struct engine_core::impl {
   std::uint64_t admit();
   void retire(std::uint64_t sequence);
   void complete(const std::shared_ptr<operation>& op, std::uint64_t sequence);
+  void finish_wait(const std::shared_ptr<operation>& op);  // completes a wait_all
 
   void fail(const std::shared_ptr<operation>& op, CUresult status, const std::string& where);
   std::string where(const prepared_transfer& transfer, CUstream stream) const;
@@ -106,6 +107,12 @@ struct engine_core::impl {
   int exit_ticket = -1;
   std::atomic<bool> stopped_for_exit{false};  // the process is exiting: no more driver calls
   std::atomic<std::size_t> pinned_plans{0}, registered_plans{0}, staged_plans{0}, batched_plans{0};
+  // Read once: std::thread::hardware_concurrency() opens /sys/devices/system/cpu/online on each call (glibc),
+  // a few microseconds that every op paid while executor_spin() asked it.
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  std::chrono::microseconds executor_spin =
+      options.executor_spin ? *options.executor_spin
+                            : cores >= 4 ? std::chrono::microseconds(5000) : std::chrono::microseconds(0);
   std::size_t copier_count;
   boost::asio::thread_pool workers;   // submissions and continuations; they may wait for copiers
   copy_crew copiers;                  // memcpy slices only; they never wait, so workers cannot deadlock
@@ -122,12 +129,10 @@ engine_core::impl::impl(const engine_options& opts)
     : driver(detail::driver()),
       options(opts),
       ordinal(opts.device),
-      copier_count(opts.copy_threads != 0 ? opts.copy_threads
-                                          : std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 8)),
+      copier_count(opts.copy_threads != 0 ? opts.copy_threads : std::clamp<std::size_t>(cores, 1, 8)),
       workers(2),
       // The caller of parallel_copy copies too. The crew spins between chunks only where cores are to spare.
-      copiers(copier_count - 1, std::thread::hardware_concurrency() >= 4 ? std::chrono::microseconds(500)
-                                                                        : std::chrono::microseconds(0)),
+      copiers(copier_count - 1, cores >= 4 ? std::chrono::microseconds(500) : std::chrono::microseconds(0)),
       sequencer([this](stream_sequencer::submitter next) { post_work(std::move(next)); }) {
   int count = 0;
   check(driver.cuDeviceGetCount(&count), "cuDeviceGetCount");
@@ -233,7 +238,16 @@ void engine_core::impl::retire(std::uint64_t sequence) {
     }
   }
   live_changed.notify_all();
-  for (auto& op : ready) op->finish();
+  for (auto& op : ready) finish_wait(op);
+}
+
+void engine_core::impl::finish_wait(const std::shared_ptr<operation>& op) {
+  // After a sticky error nothing submitted earlier has run as asked: the wait reports it too.
+  if (int status = sticky.load(); status != CUDA_SUCCESS) {
+    fail(op, static_cast<CUresult>(status), "engine::wait_all on device " + std::to_string(ordinal) +
+                                                " (the context failed)");
+  }
+  op->finish();
 }
 
 void engine_core::impl::complete(const std::shared_ptr<operation>& op, std::uint64_t sequence) {
@@ -682,7 +696,7 @@ void engine_core::wait_all(std::shared_ptr<operation> op) {
     ready = engine.live.empty() || *engine.live.begin() >= sequence;
     if (!ready) engine.waiters.emplace(sequence, op);
   }
-  if (ready) op->finish();
+  if (ready) engine.finish_wait(op);
 }
 
 void engine_core::order(CUstream first, CUstream then) {
@@ -721,10 +735,7 @@ std::error_code engine_core::sticky_error() const noexcept {
   return status == CUDA_SUCCESS ? std::error_code() : make_error_code(static_cast<CUresult>(status));
 }
 
-std::chrono::microseconds engine_core::executor_spin() const noexcept {
-  if (impl_->options.executor_spin) return *impl_->options.executor_spin;
-  return std::thread::hardware_concurrency() >= 4 ? std::chrono::microseconds(5000) : std::chrono::microseconds(0);
-}
+std::chrono::microseconds engine_core::executor_spin() const noexcept { return impl_->executor_spin; }
 
 double engine_core::poller_cpu_seconds() const { return impl_->bridge->cpu_seconds(); }
 

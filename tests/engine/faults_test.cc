@@ -128,6 +128,13 @@ BOOST_AUTO_TEST_CASE(a_sticky_error_reaches_all_pending_ops_and_later_submits_fa
     later = true;
   });
   BOOST_TEST(ferry::testing::run_until(io, [&] { return later; }, std::chrono::seconds(5)));
+  // A wait for "everything so far" reports the failure too, rather than success.
+  bool waited = false;
+  gpu->wait_all([&](auto error) {
+    BOOST_TEST(error == make_error_code(CUDA_ERROR_ILLEGAL_ADDRESS));
+    waited = true;
+  });
+  BOOST_TEST(ferry::testing::run_until(io, [&] { return waited; }, std::chrono::seconds(5)));
   gpu.reset();  // destroying the engine afterwards is clean
   sim::reset_faults();
 }

@@ -47,6 +47,13 @@ struct engine_options {
   // poll: longest sleep between queries while work is pending (sleeps grow with the age of the oldest
   // pending work, 1/128 of it, so that a late look costs under 1% of a transfer's time).
   std::chrono::microseconds max_backoff{1000};
+  // poll: keep querying, without sleeping, while the oldest pending work is younger than this; the
+  // backoff sleeps start after it. A sleep on a virtual machine ends 25-250 us late (bench/host_timers),
+  // which every transfer longer than spin_window paid once (about 100 us on the H200), while
+  // cuStreamSynchronize spins. Unset: 20 ms on machines with at least 4 cores (a core spins while the
+  // GPU works, as the driver's own waits do), else zero (on 2 cores the spinning poller would take the
+  // core that the copy threads need). Idle, the poller still parks after spin_window.
+  std::optional<std::chrono::microseconds> pending_spin;
   // While completions are owed to an io_context, one of its threads is kept running (a task that
   // re-queues itself) for at most this long after the last submission or completion there, so that a
   // handler is not delayed by the wake-up of a parked thread (tens to hundreds of microseconds on a
