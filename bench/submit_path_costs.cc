@@ -192,6 +192,48 @@ int main(int argc, char** argv) try {
                       while (!finished.load()) {
                       }
                     })});
+    // Leave-one-out: the same submission with a transfer whose enqueue does nothing (the engine's own
+    // bookkeeping plus the bridge's cuEventRecord), on the caller's stream and on a pool stream.
+    auto no_copy = [&](int i) {
+      detail::prepared_transfer transfer = prepare(i);
+      transfer.batchable = false;
+      transfer.enqueue = [](CUstream) { return CUDA_SUCCESS; };
+      return transfer;
+    };
+    rows.push_back({"engine core: start without the copy, alone (median of single calls)", isolated_us([&](int i) {
+                      finished = false;
+                      core.start(std::make_shared<detail::operation>(std::make_unique<raise_flag>(finished)), no_copy(i), s.get());
+                    }, [&] {
+                      while (!finished.load()) {
+                      }
+                    })});
+    rows.push_back({"engine core: start without the copy, pool stream, alone (median of single calls)", isolated_us([&](int i) {
+                      finished = false;
+                      core.start(std::make_shared<detail::operation>(std::make_unique<raise_flag>(finished)), no_copy(i), std::nullopt);
+                    }, [&] {
+                      while (!finished.load()) {
+                      }
+                    })});
+    rows.push_back({"engine core: prepare_copy + start, pool stream, not batched, alone (median of single calls)",
+                    isolated_us([&](int i) {
+                      finished = false;
+                      detail::prepared_transfer transfer = prepare(i);
+                      transfer.batchable = false;
+                      core.start(std::make_shared<detail::operation>(std::make_unique<raise_flag>(finished)), std::move(transfer), std::nullopt);
+                    }, [&] {
+                      while (!finished.load()) {
+                      }
+                    })});
+    rows.push_back({"operation + completion allocation, alone (median of single calls)", isolated_us([&](int) {
+                      auto op = std::make_shared<detail::operation>(std::make_unique<raise_flag>(finished));
+                      asm volatile("" : : "r"(op.get()) : "memory");
+                    }, nothing)});
+    rows.push_back({"cuEventRecord, alone (median of single calls)", isolated_us([&](int) {
+                      raw.cuEventRecord(events[0], s.get());
+                    }, [&] {
+                      while (raw.cuEventQuery(events[0]) == CUDA_ERROR_NOT_READY) {
+                      }
+                    })});
     rows.push_back({"cuMemcpyHtoDAsync + cuEventRecord, alone (median of single calls)", isolated_us([&](int i) {
                       copy(i);
                       raw.cuEventRecord(events[0], s.get());

@@ -69,7 +69,7 @@ BOOST_AUTO_TEST_CASE(a_million_random_operations_from_four_threads_all_match_the
     std::cout << "plans: pinned " << plans.pinned << ", staged " << plans.staged << ", registered " << plans.registered
               << ", batched " << plans.batched << "; engine holds " << gpu.pinned_bytes() << " pinned bytes\n";
     BOOST_TEST(plans.staged > 0u);
-    // The staging pool (8 chunks of 4 MiB) at least, once anything was staged.
+    // The staging pool (by default 8 chunks of 8 MiB) at least, once anything was staged.
     BOOST_TEST(gpu.pinned_bytes() >= std::size_t{32} << 20);
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
