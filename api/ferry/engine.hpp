@@ -423,6 +423,7 @@ class engine {
   template <class Vector, class Token>
   auto start_owning(detail::prepared_transfer transfer, std::optional<CUstream> stream, std::shared_ptr<Vector> owned,
                     Token&& token) {
+    transfer.registrable = false;  // handed back to the caller, who frees it where ferry cannot see
     return start<deliver_vector<Vector>, void(boost::system::error_code, Vector)>(
         std::move(transfer), stream, deliver_vector<Vector>{std::move(owned)}, std::forward<Token>(token));
   }

@@ -608,7 +608,7 @@ void engine_core::start(std::shared_ptr<operation> op, prepared_transfer prepare
   } else if (plan == transfer_plan::automatic) {
     const endpoint& host = host_side_of(*transfer);
     // The cache first: memory it registered is known to the driver too.
-    if (engine.registrations->worth_registering(host.address, transfer->bytes)) {
+    if (transfer->registrable && engine.registrations->worth_registering(host.address, transfer->bytes)) {
       plan = transfer_plan::registered;
     } else if (auto known = range_known_to_driver(host.address);
                known && host.address + transfer->bytes <= known->base + known->size) {
@@ -616,8 +616,10 @@ void engine_core::start(std::shared_ptr<operation> op, prepared_transfer prepare
     } else {
       // Remembers a large buffer; may drop (unregister) an older registration at the same address, which
       // needs the engine's context current, and the caller's thread need not have it.
-      caller_context in_engine(engine.driver, engine.context);
-      engine.registrations->acquire(host.address, transfer->bytes, false);
+      if (transfer->registrable) {
+        caller_context in_engine(engine.driver, engine.context);
+        engine.registrations->acquire(host.address, transfer->bytes, false);
+      }
       plan = transfer_plan::staged;
     }
   }

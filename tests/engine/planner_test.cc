@@ -83,6 +83,25 @@ BOOST_AUTO_TEST_CASE(a_large_pageable_buffer_is_staged_first_then_registered_onc
   if (ferry::testing::on_sim()) BOOST_TEST(registered_now() == 0u);
 }
 
+BOOST_AUTO_TEST_CASE(vectors_the_engine_owns_and_hands_back_are_never_registered) {
+  // The caller frees a handed-back vector where ferry cannot see it: a registration would outlive it.
+  auto destination = gpu->allocate<std::uint32_t>(big);
+  std::vector<std::uint32_t> values = random_vector<std::uint32_t>(big, 807);
+  for (int round = 0; round < 3; ++round) {
+    const std::vector<std::uint32_t> expected = random_vector<std::uint32_t>(big, 870 + round);
+    std::copy(expected.begin(), expected.end(), values.begin());
+    const std::uint32_t* storage = values.data();
+    values = gpu->poke(std::move(values), destination.get(), asio::use_future).get();
+    BOOST_TEST(values.data() == storage);  // the same memory came back, seen again by the planner
+    BOOST_TEST(same_bytes(peek_list_array(big, destination.get()), expected));
+    BOOST_TEST(same_bytes(gpu->peek(device_ptr<const std::uint32_t>(destination.get()), big, asio::use_future).get(),
+                          expected));
+  }
+  BOOST_TEST((plans() == std::vector<transfer_plan>(6, transfer_plan::staged)));
+  BOOST_TEST(gpu->plan_counts().registered == 0u);
+  if (ferry::testing::on_sim()) BOOST_TEST(registered_now() == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(small_pageable_transfers_are_staged_and_pinned_spans_go_straight) {
   auto small = random_vector<std::uint32_t>(1000, 802);
   auto destination = gpu->allocate<std::uint32_t>(big);

@@ -103,6 +103,9 @@ struct prepared_transfer {
   endpoint destination{};
   bool pageable = false;  // a side is pageable host memory: the planner decides how it moves
   bool batchable = false;  // a plain 1-D copy, which cuMemcpyBatchAsync can carry
+  // False for a vector the op owns and hands back: ferry cannot see the caller free it later, so a
+  // registration would outlive the memory (a registered range whose pages are gone).
+  bool registrable = true;
   transfer_plan plan = transfer_plan::automatic;
   std::shared_ptr<void> hold;  // kept until the GPU is done (a registration lease)
   std::function<CUresult(CUstream)> enqueue;  // single-submission ops: puts the work on a stream
