@@ -19,6 +19,9 @@
 
 #include "bench/harness/comparison.hpp"
 #include "bench/harness/driver_check.hpp"
+#include "engine/async/completion_bridge.hpp"
+#include "engine/async/event_pool.hpp"
+#include "engine/async/stream_sequencer.hpp"
 #include "engine/driver/driver_table.hpp"
 #include "ferry/engine.hpp"
 #include "ferry/ferry.hpp"
@@ -228,6 +231,35 @@ int main(int argc, char** argv) try {
                       auto op = std::make_shared<detail::operation>(std::make_unique<raise_flag>(finished));
                       asm volatile("" : : "r"(op.get()) : "memory");
                     }, nothing)});
+    // The bookkeeping's pieces one by one, each a fresh instance beside the engine's.
+    {
+      detail::completion_bridge bridge{raw, primary.get(), engine_options{}};
+      rows.push_back({"completion_bridge::watch (event + hand-off), no-op continuation, alone (median of single calls)",
+                      isolated_us([&](int) {
+                        finished = false;
+                        bridge.watch(s.get(), [&](CUresult) { finished.store(true); });
+                      }, [&] {
+                        while (!finished.load()) {
+                        }
+                      })});
+      rows.push_back({"completion_bridge::watch, in a loop", per_call_us([&](int) {
+                        bridge.watch(s.get(), [](CUresult) {});
+                      }, [&] { bridge.drain(); })});
+    }
+    {
+      detail::event_pool pool{raw, CU_EVENT_DISABLE_TIMING};
+      rows.push_back({"event_pool acquire + release", per_call_us([&](int) {
+                        CUevent event = nullptr;
+                        pool.acquire(event);
+                        pool.release(event);
+                      }, nothing)});
+    }
+    {
+      detail::stream_sequencer sequencer{[](detail::stream_sequencer::submitter next) { next(); }};
+      rows.push_back({"stream_sequencer submit + done", per_call_us([&](int) {
+                        sequencer.submit(s.get(), [&] { sequencer.done(s.get()); });
+                      }, nothing)});
+    }
     rows.push_back({"cuEventRecord, alone (median of single calls)", isolated_us([&](int) {
                       raw.cuEventRecord(events[0], s.get());
                     }, [&] {
