@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bench/harness/driver_check.hpp"
+#include "bench/harness/run_to_completion.hpp"
 #include "engine/driver/driver_table.hpp"
 #include "ferry/engine.hpp"
 #include "ferry/ferry.hpp"
@@ -27,6 +28,7 @@ namespace asio = boost::asio;
 using namespace ferry;
 using clock_type = std::chrono::steady_clock;
 using bench::check;
+using bench::run_to_completion;
 
 namespace {
 
@@ -43,19 +45,6 @@ double median_gbps(std::size_t bytes, const std::function<void()>& run) {
   return speeds[speeds.size() / 2];
 }
 
-// Runs an engine op to completion, spinning on a flag its handler raises (as the raw side spins).
-template <class Start>
-void complete(Start start) {
-  std::atomic<bool> done{false};
-  boost::system::error_code failure;
-  start([&](boost::system::error_code error, auto&&...) {
-    failure = error;
-    done.store(true, std::memory_order_release);
-  });
-  while (!done.load(std::memory_order_acquire)) {
-  }
-  if (failure) throw boost::system::system_error(failure);
-}
 
 }  // namespace
 
@@ -133,11 +122,11 @@ int main() try {
         options.copy_threads = s.threads;
         engine gpu{io.get_executor(), options};
         h2d[k].push_back(median_gbps(bytes, [&] {
-          complete([&](auto done) { gpu.poke(std::span<const std::uint8_t>(source), target.get(), staged, done); });
+          run_to_completion([&](auto done) { gpu.poke(std::span<const std::uint8_t>(source), target.get(), staged, done); });
         }));
         verify("staged h2d");
         d2h[k].push_back(median_gbps(bytes, [&] {
-          complete([&](auto done) {
+          run_to_completion([&](auto done) {
             gpu.peek(device_ptr<const std::uint8_t>(target.get()), std::span<std::uint8_t>(back), staged, done);
           });
         }));

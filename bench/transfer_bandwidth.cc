@@ -20,6 +20,7 @@
 
 #include "bench/harness/comparison.hpp"
 #include "bench/harness/driver_check.hpp"
+#include "bench/harness/run_to_completion.hpp"
 #include "engine/driver/driver_table.hpp"
 #include "ferry/engine.hpp"
 #include "ferry/ferry.hpp"
@@ -30,6 +31,7 @@ using namespace ferry;
 namespace {
 
 using bench::check;
+using bench::run_to_completion;
 
 std::string size_name(std::size_t bytes) {
   if (bytes >= (1u << 30) && bytes % (1u << 30) == 0) return std::to_string(bytes >> 30) + "GiB";
@@ -41,20 +43,6 @@ void require_equal(const void* a, const void* b, std::size_t bytes, const std::s
   if (std::memcmp(a, b, bytes) != 0) throw std::runtime_error(what + ": data differs after the run");
 }
 
-// Runs an engine operation to completion: its handler (on the engine's io thread) raises a flag this
-// thread spins on, as the raw side spins in cuStreamSynchronize. A future would add a second thread hop.
-template <class Start>
-void complete(Start start) {
-  std::atomic<bool> done{false};
-  boost::system::error_code failure;
-  start([&](boost::system::error_code error, auto&&...) {
-    failure = error;
-    done.store(true, std::memory_order_release);
-  });
-  while (!done.load(std::memory_order_acquire)) {
-  }
-  if (failure) throw boost::system::system_error(failure);
-}
 
 double process_cpu_seconds() {
   timespec used{};
@@ -171,7 +159,9 @@ int main(int argc, char** argv) try {
     run({"h2d_pinned_" + tag, bytes, 1, 1, 5,
          [&, size, repeats] {
            for (std::size_t r = 0; r < repeats; ++r)
-             complete([&](auto done) { gpu.poke(host_ptr<const std::uint8_t>(pinned_in.get()), size, device_out.get(), done); });
+             run_to_completion([&](auto done) {
+               gpu.poke(host_ptr<const std::uint8_t>(pinned_in.get()), size, device_out.get(), done);
+             });
          },
          [&, size, repeats] {
            for (std::size_t r = 0; r < repeats; ++r) {
@@ -183,7 +173,9 @@ int main(int argc, char** argv) try {
     run({"d2h_pinned_" + tag, bytes, 1, 1, 5,
          [&, size, repeats] {
            for (std::size_t r = 0; r < repeats; ++r)
-             complete([&](auto done) { gpu.peek(device_ptr<const std::uint8_t>(device_in.get()), pinned_out.get(), size, done); });
+             run_to_completion([&](auto done) {
+               gpu.peek(device_ptr<const std::uint8_t>(device_in.get()), pinned_out.get(), size, done);
+             });
          },
          [&, size, repeats] {
            for (std::size_t r = 0; r < repeats; ++r) {
@@ -196,7 +188,9 @@ int main(int argc, char** argv) try {
          [&, size, repeats] {
            // Staged, as a buffer seen once would be (the reused case below measures registration).
            for (std::size_t r = 0; r < repeats; ++r)
-             complete([&](auto done) { gpu.poke(std::span<const std::uint8_t>(pageable_in.data(), size), device_out.get(), staged, done); });
+             run_to_completion([&](auto done) {
+               gpu.poke(std::span<const std::uint8_t>(pageable_in.data(), size), device_out.get(), staged, done);
+             });
          },
          [&, size, repeats] {
            for (std::size_t r = 0; r < repeats; ++r) check(raw.cuMemcpyHtoD(out, raw_pageable_in.data(), size), "cuMemcpyHtoD");
@@ -205,8 +199,10 @@ int main(int argc, char** argv) try {
     run({"d2h_pageable_" + tag, bytes, 1, 1, 5,
          [&, size, repeats] {
            for (std::size_t r = 0; r < repeats; ++r)
-             complete([&](auto done) { gpu.peek(device_ptr<const std::uint8_t>(device_in.get()), std::span<std::uint8_t>(pageable_out.data(), size),
-                      staged, done); });
+             run_to_completion([&](auto done) {
+               gpu.peek(device_ptr<const std::uint8_t>(device_in.get()), std::span<std::uint8_t>(pageable_out.data(), size),
+                        staged, done);
+             });
          },
          [&, size, repeats] {
            for (std::size_t r = 0; r < repeats; ++r) check(raw.cuMemcpyDtoH(raw_pageable_out.data(), in, size), "cuMemcpyDtoH");
@@ -219,8 +215,8 @@ int main(int argc, char** argv) try {
   // Both directions at once: poke and peek on pool streams against two raw streams.
   run({"bidir_pinned_" + big, 2 * largest, 1, 1, 5,
        [&] {
-         complete([&](auto up_done) {
-           complete([&](auto down_done) {
+         run_to_completion([&](auto up_done) {
+           run_to_completion([&](auto down_done) {
              gpu.poke(host_ptr<const std::uint8_t>(pinned_in.get()), largest, device_out.get(), up_done);
              gpu.peek(device_ptr<const std::uint8_t>(device_in.get()), pinned_out.get(), largest, down_done);
            });
@@ -242,11 +238,20 @@ int main(int argc, char** argv) try {
   // pageable copies (which stage through the driver's buffers on the calling thread).
   results.push_back({"staging_threads", 0, static_cast<double>(engine_threads), 1.0, 1, 1, "threads"});
   results.push_back(host_cost("staging_cpu_h2d_pageable_" + big, largest,
-      [&] { complete([&](auto done) { gpu.poke(std::span<const std::uint8_t>(pageable_in.data(), largest), device_out.get(), staged, done); }); },
+      [&] {
+        run_to_completion([&](auto done) {
+          gpu.poke(std::span<const std::uint8_t>(pageable_in.data(), largest), device_out.get(), staged, done);
+        });
+      },
       [&] { check(raw.cuMemcpyHtoD(out, raw_pageable_in.data(), largest), "cuMemcpyHtoD"); },
       verify_device(largest, "staging_cpu_h2d (ferry)"), verify_device(largest, "staging_cpu_h2d (raw)")));
   results.push_back(host_cost("staging_cpu_d2h_pageable_" + big, largest,
-      [&] { complete([&](auto done) { gpu.peek(device_ptr<const std::uint8_t>(device_in.get()), std::span<std::uint8_t>(pageable_out.data(), largest), staged, done); }); },
+      [&] {
+        run_to_completion([&](auto done) {
+          gpu.peek(device_ptr<const std::uint8_t>(device_in.get()),
+                   std::span<std::uint8_t>(pageable_out.data(), largest), staged, done);
+        });
+      },
       [&] { check(raw.cuMemcpyDtoH(raw_pageable_out.data(), in, largest), "cuMemcpyDtoH"); },
       verify_host(pageable_out.data(), largest, "staging_cpu_d2h (ferry)"),
       verify_host(raw_pageable_out.data(), largest, "staging_cpu_d2h (raw)")));
@@ -255,7 +260,9 @@ int main(int argc, char** argv) try {
   run({"h2d_pageable_reused_" + big, 10 * largest, 1, 1, 5,
        [&] {
          for (int r = 0; r < 10; ++r)
-           complete([&](auto done) { gpu.poke(std::span<const std::uint8_t>(pageable_in), device_out.get(), done); });
+           run_to_completion([&](auto done) {
+             gpu.poke(std::span<const std::uint8_t>(pageable_in), device_out.get(), done);
+           });
        },
        [&] {
          for (int r = 0; r < 10; ++r) check(raw.cuMemcpyHtoD(out, raw_pageable_in.data(), largest), "cuMemcpyHtoD");
@@ -280,7 +287,9 @@ int main(int argc, char** argv) try {
       check(raw.cuMemsetD8(b.get().get(), 0xA5, device_copy_bytes), "cuMemsetD8");
     };
     run({"d2d_" + size_name(device_copy_bytes), 2 * device_copy_bytes, 1, 1, 5,
-         [&] { complete([&](auto done) { gpu.copy(device_ptr<const std::uint8_t>(a.get()), b.get(), device_copy_bytes, done); }); },
+         [&] { run_to_completion([&](auto done) {
+           gpu.copy(device_ptr<const std::uint8_t>(a.get()), b.get(), device_copy_bytes, done);
+         }); },
          [&] {
            check(raw.cuMemcpyDtoDAsync(b.get().get(), a.get().get(), device_copy_bytes, raw_stream.get()), "cuMemcpyDtoDAsync");
            check(raw.cuStreamSynchronize(raw_stream.get()), "cuStreamSynchronize");
@@ -303,7 +312,7 @@ int main(int argc, char** argv) try {
     };
     const auto verify_fill = verify_filled(value, "memset32");
     run({"memset32_" + size_name(device_copy_bytes), device_copy_bytes, 1, 1, 5,
-         [&] { complete([&](auto done) { gpu.memset(b.get().cast<std::uint32_t>(), words, value, done); }); },
+         [&] { run_to_completion([&](auto done) { gpu.memset(b.get().cast<std::uint32_t>(), words, value, done); }); },
          [&] {
            check(raw.cuMemsetD32Async(b.get().get(), value, words, raw_stream.get()), "cuMemsetD32Async");
            check(raw.cuStreamSynchronize(raw_stream.get()), "cuStreamSynchronize");
@@ -313,7 +322,9 @@ int main(int argc, char** argv) try {
     const std::uint64_t wide = 0x0123456789abcdefull;
     const auto verify_wide = verify_filled(wide, "fill64");
     run({"fill64_" + size_name(device_copy_bytes), device_copy_bytes, 1, 1, 5,
-         [&] { complete([&](auto done) { gpu.memset(b.get().cast<std::uint64_t>(), device_copy_bytes / 8, wide, done); }); },
+         [&] { run_to_completion([&](auto done) {
+           gpu.memset(b.get().cast<std::uint64_t>(), device_copy_bytes / 8, wide, done);
+         }); },
          [&] {
            check(raw.cuMemsetD32Async(b.get().get(), value, words, raw_stream.get()), "cuMemsetD32Async");
            check(raw.cuStreamSynchronize(raw_stream.get()), "cuStreamSynchronize");
@@ -346,7 +357,9 @@ int main(int argc, char** argv) try {
                        [](boost::system::error_code error, std::size_t) {
                          if (error) std::cerr << "copy2d_pitched: " << error.message() << "\n";
                        });
-           complete([&](auto done) { gpu.copy_2d(row, rows, device_ptr<const std::uint8_t>(pitched.get()), pitch, 0, 0, pinned_out.get(), row, 0, 0, s, done); });
+           run_to_completion([&](auto done) {
+             gpu.copy_2d(row, rows, device_ptr<const std::uint8_t>(pitched.get()), pitch, 0, 0, pinned_out.get(), row, 0, 0, s, done);
+           });
          },
          [&] {
            raw_2d(true);
@@ -364,7 +377,9 @@ int main(int argc, char** argv) try {
     const CUmemLocation to_device = memory_location::on(gpu_device).to_driver();
     const CUmemLocation to_host = memory_location::host().to_driver();
     run({"managed_prefetch_" + big, largest, 1, 1, 5,
-         [&] { complete([&](auto done) { gpu.prefetch(managed.get(), largest, memory_location::on(gpu_device), s, done); }); },
+         [&] { run_to_completion([&](auto done) {
+           gpu.prefetch(managed.get(), largest, memory_location::on(gpu_device), s, done);
+         }); },
          [&] {
            check(raw.cuMemPrefetchAsync(managed.get().get(), largest, to_device, 0, s.get()), "cuMemPrefetchAsync");
            check(raw.cuStreamSynchronize(s.get()), "cuStreamSynchronize");
