@@ -21,6 +21,7 @@
 
 #include "bench/harness/comparison.hpp"
 #include "bench/harness/driver_check.hpp"
+#include "bench/harness/statistics.hpp"
 #include "engine/driver/driver_table.hpp"
 #include "ferry/engine.hpp"
 #include "ferry/ferry.hpp"
@@ -36,11 +37,7 @@ constexpr int latency_samples = 2000;
 constexpr int concurrent_ops = 1024;
 
 using bench::check;
-
-double percentile(std::vector<double> values, double p) {
-  std::sort(values.begin(), values.end());
-  return values[static_cast<std::size_t>(p * (values.size() - 1))];
-}
+using bench::percentile;
 
 const char* policy_name(completion_policy policy) {
   switch (policy) {

@@ -15,14 +15,12 @@
 #include <thread>
 #include <vector>
 
+#include "bench/harness/statistics.hpp"
+
 using clock_type = std::chrono::steady_clock;
+using ferry::bench::percentile;
 
 namespace {
-
-double percentile(std::vector<double> values, double p) {
-  std::sort(values.begin(), values.end());
-  return values[static_cast<std::size_t>(p * (values.size() - 1))];
-}
 
 // Microseconds past the deadline at which wait_until returns, for a wait of `wait`.
 std::vector<double> timed_wait_overshoot(std::chrono::microseconds wait, int samples) {

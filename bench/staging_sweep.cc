@@ -20,6 +20,7 @@
 
 #include "bench/harness/driver_check.hpp"
 #include "bench/harness/run_to_completion.hpp"
+#include "bench/harness/statistics.hpp"
 #include "engine/driver/driver_table.hpp"
 #include "ferry/engine.hpp"
 #include "ferry/ferry.hpp"
@@ -28,6 +29,7 @@ namespace asio = boost::asio;
 using namespace ferry;
 using clock_type = std::chrono::steady_clock;
 using bench::check;
+using bench::median;
 using bench::run_to_completion;
 
 namespace {
@@ -41,8 +43,7 @@ double median_gbps(std::size_t bytes, const std::function<void()>& run) {
     run();
     speeds.push_back(bytes / std::chrono::duration<double>(clock_type::now() - start).count() * 1e-9);
   }
-  std::sort(speeds.begin(), speeds.end());
-  return speeds[speeds.size() / 2];
+  return median(speeds);
 }
 
 
@@ -137,10 +138,6 @@ int main() try {
       io_thread.join();
     }
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   for (std::size_t k = 0; k < settings.size(); ++k) {
     const setting& s = settings[k];
     const std::string name = std::to_string(s.chunk_mib) + " MiB x " + std::to_string(s.chunks) + " chunks, " +

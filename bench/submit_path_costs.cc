@@ -19,6 +19,7 @@
 
 #include "bench/harness/comparison.hpp"
 #include "bench/harness/driver_check.hpp"
+#include "bench/harness/statistics.hpp"
 #include "engine/async/completion_bridge.hpp"
 #include "engine/async/event_pool.hpp"
 #include "engine/async/stream_sequencer.hpp"
@@ -36,6 +37,7 @@ constexpr std::size_t small_bytes = 4096;
 constexpr int calls = 1024;
 
 using bench::check;
+using bench::median;
 
 // Median over 7 rounds of `calls` calls, in microseconds per call; `drain` (untimed) runs after each round.
 double per_call_us(const std::function<void(int)>& body, const std::function<void()>& drain) {
@@ -47,8 +49,7 @@ double per_call_us(const std::function<void(int)>& body, const std::function<voi
     drain();
     if (round >= 2) rounds.push_back(seconds * 1e6 / calls);
   }
-  std::sort(rounds.begin(), rounds.end());
-  return rounds[rounds.size() / 2];
+  return median(rounds);
 }
 
 // Runs `body` while a second thread spins on cuEventQuery of a completed event.
@@ -77,8 +78,7 @@ double isolated_us(const std::function<void(int)>& body, const std::function<voi
     samples.push_back(std::chrono::duration<double>(clock_type::now() - start).count() * 1e6);
     settle();
   }
-  std::sort(samples.begin(), samples.end());
-  return samples[samples.size() / 2];
+  return median(samples);
 }
 
 struct raise_flag final : detail::completion {

@@ -21,6 +21,7 @@
 #include "bench/harness/comparison.hpp"
 #include "bench/harness/driver_check.hpp"
 #include "bench/harness/run_to_completion.hpp"
+#include "bench/harness/statistics.hpp"
 #include "engine/driver/driver_table.hpp"
 #include "ferry/engine.hpp"
 #include "ferry/ferry.hpp"
@@ -31,6 +32,7 @@ using namespace ferry;
 namespace {
 
 using bench::check;
+using bench::median;
 using bench::run_to_completion;
 
 std::string size_name(std::size_t bytes) {
@@ -72,10 +74,6 @@ bench::result host_cost(const std::string& name, std::size_t bytes, const std::f
     measure(ferry_run, ferry_cost, verify_ferry);
     measure(raw_run, raw_cost, verify_raw);
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   std::cerr << "  " << name << ": ferry " << median(ferry_cost) << ", raw " << median(raw_cost) << " CPU s per GB\n";
   return {name, bytes, median(ferry_cost), median(raw_cost), 5, 1, "CPU s per GB"};
 }

@@ -1,4 +1,5 @@
 #include "bench/harness/comparison.hpp"
+#include "bench/harness/statistics.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -18,12 +19,6 @@ double seconds_of(const std::function<void()>& prepare, const std::function<void
   const auto start = std::chrono::steady_clock::now();
   run();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
 std::string json_escape(const std::string& text) {

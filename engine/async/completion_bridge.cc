@@ -27,9 +27,7 @@ completion_bridge::completion_bridge(const driver_table& driver, CUcontext conte
       context_(context),
       options_(options),
       events_(driver, event_flags(options.policy)),
-      pending_spin_(options.pending_spin ? *options.pending_spin
-                    : std::thread::hardware_concurrency() >= 4 ? std::chrono::microseconds(20000)
-                                                                : std::chrono::microseconds(0)),
+      pending_spin_(options.pending_spin.value_or(std::chrono::microseconds(0))),
       last_activity_(std::chrono::steady_clock::now()),
       thread_([this] { run(); }) {}
 

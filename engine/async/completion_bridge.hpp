@@ -86,7 +86,7 @@ class completion_bridge {
   CUcontext context_;
   engine_options options_;
   event_pool events_;
-  std::chrono::microseconds pending_spin_;  // engine_options::pending_spin, resolved for this machine
+  std::chrono::microseconds pending_spin_;  // engine_options::pending_spin (the engine resolves its default)
 
   // Shared with submitters and host functions (under mutex_).
   mutable std::mutex mutex_;

@@ -107,8 +107,9 @@ struct engine_core::impl {
   int exit_ticket = -1;
   std::atomic<bool> stopped_for_exit{false};  // the process is exiting: no more driver calls
   std::atomic<std::size_t> pinned_plans{0}, registered_plans{0}, staged_plans{0}, batched_plans{0};
-  // Read once: std::thread::hardware_concurrency() opens /sys/devices/system/cpu/online on each call (glibc),
-  // a few microseconds that every op paid while executor_spin() asked it.
+  // Read once, and the machine-dependent defaults below chosen from it in one place:
+  // std::thread::hardware_concurrency() opens /sys/devices/system/cpu/online on each call (glibc), a few
+  // microseconds that every op paid while executor_spin() asked it.
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   std::chrono::microseconds executor_spin =
       options.executor_spin ? *options.executor_spin
@@ -154,6 +155,9 @@ engine_core::impl::impl(const engine_options& opts)
       throw_cuda_error(status, "cuStreamCreate", "engine stream pool", std::source_location::current());
     }
     pool.push_back(stream);
+  }
+  if (!options.pending_spin) {
+    options.pending_spin = cores >= 4 ? std::chrono::microseconds(20000) : std::chrono::microseconds(0);
   }
   bridge = std::make_unique<completion_bridge>(driver, context, options);
   staging = std::make_unique<staging_pool>(driver, options.staging_chunk_bytes, options.staging_chunks);
