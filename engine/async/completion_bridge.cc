@@ -20,6 +20,18 @@ unsigned event_flags(completion_policy policy) {
 // after a sticky error the driver runs no more host functions, and nothing may wait forever.
 constexpr auto failure_check_interval = std::chrono::milliseconds(10);
 
+// Poll: how often work that has a completion flag also has its event queried. Only a failure needs the
+// event (a failed stream writes no flag), and learning of one this much later costs nothing.
+constexpr auto event_sweep_interval = std::chrono::microseconds(100);
+
+// Poll: words of completion flags; work beyond this many watched at once is watched by its event alone.
+constexpr std::size_t flag_words = 4096;
+
+std::unique_ptr<completion_flags> flags_for(const driver_table& driver, const engine_options& options) {
+  if (options.policy != completion_policy::poll) return nullptr;
+  return std::make_unique<completion_flags>(driver, flag_words);
+}
+
 }  // namespace
 
 completion_bridge::completion_bridge(const driver_table& driver, CUcontext context, const engine_options& options)
@@ -27,6 +39,7 @@ completion_bridge::completion_bridge(const driver_table& driver, CUcontext conte
       context_(context),
       options_(options),
       events_(driver, event_flags(options.policy)),
+      flags_(flags_for(driver, options)),
       pending_spin_(options.pending_spin.value_or(std::chrono::microseconds(0))),
       last_activity_(std::chrono::steady_clock::now()),
       thread_([this] { run(); }) {}
@@ -46,7 +59,21 @@ completion_bridge::~completion_bridge() {
 CUresult completion_bridge::watch(CUstream stream, continuation done) {
   auto item = std::make_shared<entry>();
   if (CUresult status = events_.acquire(item->event); status != CUDA_SUCCESS) return status;
+  if (flags_ && flags_usable_.load(std::memory_order_relaxed)) {
+    // Before the event: once the event is complete, the word is written too.
+    item->flag = flags_->acquire();
+    if (item->flag) {
+      if (CUresult status = flags_->enqueue_write(stream, *item->flag); status != CUDA_SUCCESS) {
+        flags_->release(*item->flag);
+        item->flag.reset();
+        // A sticky error fails the record below too; anything else means this driver or device does not
+        // take stream memory operations: the events alone will tell.
+        if (!is_sticky(status)) flags_usable_.store(false, std::memory_order_relaxed);
+      }
+    }
+  }
   if (CUresult status = driver_.cuEventRecord(item->event, stream); status != CUDA_SUCCESS) {
+    if (item->flag) flags_->release(*item->flag);  // a stream that failed will not write it
     events_.release(item->event);
     return status;
   }
@@ -146,9 +173,18 @@ std::vector<std::pair<completion_bridge::entry_ptr, CUresult>> completion_bridge
   for (auto& [stream, queue] : pending_) {
     if (!callbacks || queue.front()->fired.load() || queue.front()->failure_seen) fronts.push_back(queue.front());
   }
+  // Flagged work is read from its word; its event is queried only on a sweep (see event_sweep_interval).
+  const auto now = std::chrono::steady_clock::now();
+  const bool sweep = now >= next_event_sweep_;
+  if (sweep) next_event_sweep_ = now + event_sweep_interval;
   std::vector<std::pair<entry_ptr, CUresult>> finished;
   for (entry_ptr& item : fronts) {
     if (abandoned_.load()) return {};
+    if (item->flag && flags_->is_written(*item->flag)) {
+      finished.emplace_back(std::move(item), CUDA_SUCCESS);
+      continue;
+    }
+    if (item->flag && !sweep) continue;
     CUresult status = driver_.cuEventQuery(item->event);
     if (status != CUDA_ERROR_NOT_READY) finished.emplace_back(std::move(item), status);
   }
@@ -173,6 +209,7 @@ void completion_bridge::finish(std::vector<std::pair<entry_ptr, CUresult>>& fini
     }
     // The event goes back first: a submitter woken by the continuation then finds it free, rather than
     // waiting for the pool's lock while the bridge still holds it.
+    if (item->flag) flags_->release(*item->flag);
     if (options_.policy == completion_policy::host_callback && !item->fired) {
       unfired_.push_back(item);
     } else {

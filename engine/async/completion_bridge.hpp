@@ -1,8 +1,13 @@
 // The completion bridge: one thread per engine that learns when GPU work is done and calls the
-// continuation registered for it. Under the poll policy it spins on cuEventQuery while work is young,
-// backs off, then parks on a condition variable (no busy core when idle); host_callback and
-// blocking_sync are the alternatives. Per stream, only the oldest pending event is queried: a stream
-// completes in order.
+// continuation registered for it. Under the poll policy it spins while work is young, backs off, then
+// parks on a condition variable (no busy core when idle); host_callback and blocking_sync are the
+// alternatives. Per stream, only the oldest pending work is looked at: a stream completes in order.
+//
+// What the poll policy spins on: a completion flag (completion_flags.hpp), a word the GPU writes after
+// the watched work, read without a driver call; the work's event is queried only every
+// event_sweep_interval (to learn of failures: a failed stream writes no flag) and for work that got no
+// flag. On the H200 this learns of a 4 KiB copy ~0.5 us sooner than spinning on cuEventQuery on the
+// same thread, and ~1 us sooner than a second thread doing so (bench/completion_signals).
 //
 // The submitting thread and the bridge thread share only a short hand-off list (incoming_), guarded by
 // a mutex held for a push or a swap: what is pending is the bridge thread's own, so a submission never
@@ -25,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/async/completion_flags.hpp"
 #include "engine/async/event_pool.hpp"
 #include "engine/driver/driver_table.hpp"
 #include "ferry/detail/engine_core.hpp"
@@ -65,6 +71,7 @@ class completion_bridge {
     std::atomic<bool> fired{false};  // host_callback: the callback after the event has run
     bool failure_seen = false;       // host_callback: its event failed, so no callback will come (bridge thread only)
     completion_bridge* bridge = nullptr;
+    std::optional<completion_flags::flag> flag;  // poll: the word the GPU writes after the work
   };
   using entry_ptr = std::shared_ptr<entry>;
 
@@ -86,6 +93,8 @@ class completion_bridge {
   CUcontext context_;
   engine_options options_;
   event_pool events_;
+  std::unique_ptr<completion_flags> flags_;  // poll policy only
+  std::atomic<bool> flags_usable_{true};     // false once the driver refused a flag write (unsupported)
   std::chrono::microseconds pending_spin_;  // engine_options::pending_spin (the engine resolves its default)
 
   // Shared with submitters and host functions (under mutex_).
@@ -105,6 +114,7 @@ class completion_bridge {
   // The bridge thread's own.
   std::map<CUstream, std::deque<entry_ptr>> pending_;
   std::chrono::steady_clock::time_point last_activity_;
+  std::chrono::steady_clock::time_point next_event_sweep_;  // poll: when flagged work's events are next queried
   // host_callback: entries whose callback never ran (the stream failed); kept until destruction because
   // the driver may still hold their pointer.
   std::vector<entry_ptr> unfired_;

@@ -159,7 +159,13 @@ engine_core::impl::impl(const engine_options& opts)
   if (!options.pending_spin) {
     options.pending_spin = cores >= 4 ? std::chrono::microseconds(20000) : std::chrono::microseconds(0);
   }
-  bridge = std::make_unique<completion_bridge>(driver, context, options);
+  try {
+    bridge = std::make_unique<completion_bridge>(driver, context, options);  // allocates its completion flags
+  } catch (...) {
+    for (CUstream created : pool) driver.cuStreamDestroy(created);
+    driver.cuDevicePrimaryCtxRelease(device);
+    throw;
+  }
   staging = std::make_unique<staging_pool>(driver, options.staging_chunk_bytes, options.staging_chunks);
   registrations = std::make_unique<registration_cache>(driver, options.registration_cache_bytes,
                                                        options.registration_threshold_bytes);
@@ -200,11 +206,11 @@ engine_core::impl::~impl() {
     std::unique_lock lock(live_mutex);
     live_changed.wait(lock, [&] { return live.empty(); });
   }
+  caller_context in_engine(driver, context);  // freeing page-locked memory (flags, staging) needs it
   batcher.reset();
   bridge.reset();
   workers.join();
   copiers.stop();
-  caller_context in_engine(driver, context);
   staging.reset();
   registrations.reset();
   for (CUstream stream : pool) driver.cuStreamDestroy(stream);

@@ -65,9 +65,8 @@ CUresult cuStreamWriteValue32(CUstream stream_handle, CUdeviceptr addr, cuuint32
   std::shared_ptr<stream> s;
   FERRY_SIM_TRY(resolve_stream(stream_handle, s));
   FERRY_SIM_TRY(s->owner().sticky());
-  if ((flags & ~static_cast<unsigned>(CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER)) != 0) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
+  // The v2 entry point takes no flags: it refuses NO_MEMORY_BARRIER (the H200's driver does).
+  if (flags != CU_STREAM_WRITE_VALUE_DEFAULT) return CUDA_ERROR_INVALID_VALUE;
   resolved word;
   FERRY_SIM_TRY(word_at(addr, word));
   return enqueue(*s, {[word, value] {

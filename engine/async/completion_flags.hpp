@@ -1,0 +1,56 @@
+// Words of mapped page-locked memory that the GPU writes (cuStreamWriteValue32) once the work before them
+// on a stream is done: the poll policy reads a word instead of asking cuEventQuery, which costs ~1.5 us
+// a call on the H200 and holds driver locks that submissions on other threads then wait for
+// (bench/completion_signals, bench/submit_path_costs). Each watched op takes a word and the value the
+// GPU will write there; the value changes with each use of the word, so a word is never mistaken for
+// done by an earlier use. The op's event stays the source of truth: a failed stream writes no word.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "engine/driver/driver_table.hpp"
+
+namespace ferry::detail {
+
+class completion_flags {
+ public:
+  struct flag {
+    std::uint32_t index;
+    std::uint32_t value;  // what the GPU writes when the work before it is done (never 0)
+  };
+
+  // Allocates `words` words (CU_MEMHOSTALLOC_DEVICEMAP) with the caller's context current; throws
+  // ferry::cuda_error (ferry::out_of_memory when the driver says so) naming the call.
+  completion_flags(const driver_table& driver, std::size_t words);
+  completion_flags(const completion_flags&) = delete;
+  completion_flags& operator=(const completion_flags&) = delete;
+  ~completion_flags();
+
+  // A free word and its next value, or nullopt when every word is in use (the op then relies on its event).
+  std::optional<flag> acquire();
+  // After the word was seen written, or its op finished otherwise (the GPU will not write the old value
+  // over a later one: a stream runs in order, and a failed one runs no more).
+  void release(flag used);
+
+  // Enqueues the write of `used` on `stream`, after the work already there.
+  CUresult enqueue_write(CUstream stream, const flag& used) const;
+  bool is_written(const flag& used) const noexcept;
+
+  // At process exit: the memory goes with the process; freeing it would call the driver.
+  void leak() noexcept { words_ = nullptr; }
+
+ private:
+  const driver_table& driver_;
+  std::uint32_t* words_ = nullptr;
+  CUdeviceptr device_words_ = 0;
+  std::mutex mutex_;
+  std::vector<std::uint32_t> free_;         // indices
+  std::vector<std::uint32_t> last_value_;   // per word, the value of its latest use (under mutex_)
+};
+
+}  // namespace ferry::detail

@@ -1,0 +1,171 @@
+// The completion bridge's poll policy and its completion flags (engine/async/completion_flags.hpp): work
+// is learned done from the word the GPU writes after it, with the event queried only on sweeps; a peek's
+// bytes are in host memory when its word is; a driver that refuses the word's write, a failed stream
+// that never writes it, and more work than there are words all still complete through the events.
+#include "engine/async/completion_bridge.hpp"
+
+#include <boost/test/unit_test.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "engine/driver/driver_table.hpp"
+#include "ferry/engine.hpp"
+#include "ferry/marshal.hpp"
+#include "tests/support/device_fixture.hpp"
+#include "tests/support/random_bytes.hpp"
+#include "tests/support/stream_gate.hpp"
+
+using namespace ferry;
+using detail::completion_bridge;
+using ferry::testing::on_sim;
+using ferry::testing::random_vector;
+
+namespace {
+
+// Keeps the bridge spinning (querying) however long the work runs: what a test of the query count needs.
+engine_options spinning_poll() {
+  engine_options options;
+  options.policy = completion_policy::poll;
+  options.pending_spin = std::chrono::seconds(60);
+  return options;
+}
+
+// Spins until `flag` is set or 10 s pass; returns whether it was set.
+bool wait_for(const std::atomic<bool>& flag) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!flag.load(std::memory_order_acquire)) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+std::size_t calls_of(const char* entry) { return on_sim() ? sim::call_counts().at(entry) : 0; }
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(completion_bridge_flags, ferry::testing::device_fixture)
+
+BOOST_AUTO_TEST_CASE(a_peeks_bytes_are_in_host_memory_when_the_bridge_learns_it_is_done) {
+  const std::size_t count = 1 << 16;
+  const auto values = random_vector<std::uint32_t>(count, 901);
+  auto device = device_buffer<std::uint32_t>::allocate(count);
+  poke_array(count, values.data(), device.get());
+  auto host = pinned_buffer<std::uint32_t>::allocate(count);
+  std::memset(host.data(), 0xA5, count * sizeof(std::uint32_t));
+  stream s = stream::create();
+  completion_bridge bridge{detail::driver(), primary.get(), spinning_poll()};
+  std::atomic<bool> done{false};
+  CUresult seen = CUDA_ERROR_UNKNOWN;
+  bool bytes_there = false;
+  {
+    ferry::testing::stream_gate gate(s);
+    BOOST_TEST(detail::driver().cuMemcpyDtoHAsync(host.data(), device.get().get(), count * sizeof(std::uint32_t), s.get()) ==
+               CUDA_SUCCESS);
+    const std::size_t queries_before = calls_of("cuEventQuery");
+    BOOST_TEST(bridge.watch(s.get(), [&](CUresult status) {
+      seen = status;
+      // On the bridge thread, the moment it learns: every byte must be there already.
+      bytes_there = std::memcmp(host.data(), values.data(), count * sizeof(std::uint32_t)) == 0;
+      done.store(true, std::memory_order_release);
+    }) == CUDA_SUCCESS);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    BOOST_TEST(!done.load());
+    if (on_sim()) {
+      // 50 ms of spinning on held-back work: a sweep every 100 us is ~500 queries; spinning on the event
+      // would be many thousands.
+      const std::size_t queries = calls_of("cuEventQuery") - queries_before;
+      BOOST_TEST_MESSAGE(queries << " cuEventQuery calls in 50 ms of spinning");
+      BOOST_TEST(queries < 1500u);
+      BOOST_TEST(queries > 0u);  // the sweeps still ask, for failures
+    }
+    gate.open();
+    BOOST_TEST(wait_for(done));
+  }
+  BOOST_TEST(seen == CUDA_SUCCESS);
+  BOOST_TEST(bytes_there);
+  bridge.drain();
+}
+
+BOOST_AUTO_TEST_CASE(a_driver_that_refuses_the_flag_write_leaves_the_events_to_tell, *ferry::testing::only_on_sim()) {
+  stream s = stream::create();
+  completion_bridge bridge{detail::driver(), primary.get(), spinning_poll()};
+  sim::fail_call("cuStreamWriteValue32", 1, CUDA_ERROR_NOT_SUPPORTED);
+  const std::size_t writes_before = calls_of("cuStreamWriteValue32");
+  std::atomic<int> completed{0};
+  std::vector<CUresult> statuses(3, CUDA_ERROR_UNKNOWN);
+  for (int i = 0; i < 3; ++i) {
+    BOOST_TEST(bridge.watch(s.get(), [&, i](CUresult status) {
+      statuses[i] = status;
+      completed.fetch_add(1, std::memory_order_release);
+    }) == CUDA_SUCCESS);
+  }
+  bridge.drain();
+  BOOST_TEST(completed.load() == 3);
+  for (CUresult status : statuses) BOOST_TEST(status == CUDA_SUCCESS);
+  // Refused once, never asked again.
+  BOOST_TEST(calls_of("cuStreamWriteValue32") - writes_before == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(work_on_a_stream_that_failed_completes_with_the_failure_though_no_flag_is_written,
+                     *ferry::testing::only_on_sim()) {
+  stream s = stream::create();
+  completion_bridge bridge{detail::driver(), primary.get(), spinning_poll()};
+  std::atomic<bool> done{false};
+  CUresult seen = CUDA_SUCCESS;
+  {
+    ferry::testing::stream_gate gate(s);
+    BOOST_TEST(bridge.watch(s.get(), [&](CUresult status) {
+      seen = status;
+      done.store(true, std::memory_order_release);
+    }) == CUDA_SUCCESS);
+    sim::fail_stream(s.get(), CUDA_ERROR_ILLEGAL_ADDRESS);
+    gate.open();
+    BOOST_TEST(wait_for(done));
+  }
+  BOOST_TEST(seen == CUDA_ERROR_ILLEGAL_ADDRESS);
+  bridge.drain();
+  sim::reset_faults();
+}
+
+BOOST_AUTO_TEST_CASE(more_work_than_flag_words_completes_in_order) {
+  // 4096 words: the watches past them rely on their events alone.
+  const int watches = 4096 + 200;
+  const std::size_t count = 1024;
+  const auto values = random_vector<std::uint8_t>(count, 902);
+  auto host = pinned_buffer<std::uint8_t>::allocate(count);
+  std::memcpy(host.data(), values.data(), count);
+  auto device = device_buffer<std::uint8_t>::allocate(count);
+  stream s = stream::create();
+  completion_bridge bridge{detail::driver(), primary.get(), spinning_poll()};
+  std::vector<int> order;
+  order.reserve(watches);
+  std::atomic<int> failures{0};
+  BOOST_TEST(detail::driver().cuMemsetD8(device.get().get(), 0xA5, count) == CUDA_SUCCESS);
+  {
+    ferry::testing::stream_gate gate(s);
+    for (int i = 0; i < watches; ++i) {
+      BOOST_TEST_REQUIRE(detail::driver().cuMemcpyHtoDAsync(device.get().get(), host.data(), count, s.get()) ==
+                         CUDA_SUCCESS);
+      BOOST_TEST_REQUIRE(bridge.watch(s.get(), [&, i](CUresult status) {
+        if (status != CUDA_SUCCESS) failures.fetch_add(1);
+        order.push_back(i);  // the bridge thread only
+      }) == CUDA_SUCCESS);
+    }
+    gate.open();
+    bridge.drain();
+  }
+  BOOST_TEST(failures.load() == 0);
+  BOOST_TEST_REQUIRE(order.size() == static_cast<std::size_t>(watches));
+  for (int i = 0; i < watches; ++i) BOOST_TEST_REQUIRE(order[i] == i);
+  std::vector<std::uint8_t> back(count);
+  BOOST_TEST(detail::driver().cuMemcpyDtoH(back.data(), device.get().get(), count) == CUDA_SUCCESS);
+  BOOST_TEST(back == values);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
