@@ -3,6 +3,7 @@
 // submission. A diagnostic for the per-op overhead (bench/engine_latency's submit_4KiB): it prints a
 // table of microseconds per call and writes no result file.
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/use_future.hpp>
 
 #include <algorithm>
@@ -151,6 +152,65 @@ int main(int argc, char** argv) try {
                       raw.cuEventRecord(events[i], s.get());
                     }, sync);
                   })});
+  {
+    // The round trip of bench/engine_latency, split: the initiating call (a callback token, on the io
+    // thread as a coroutine's co_await would be), then until the handler has run on that thread.
+    asio::io_context io(1);
+    engine gpu{io.get_executor()};
+    std::vector<double> initiation, whole;
+    for (int i = 0; i < calls; ++i) {
+      bool handled = false;
+      asio::post(io, [&] {
+        const auto start = clock_type::now();
+        gpu.poke(host_ptr<const std::uint8_t>(source.get() + i * small_bytes), small_bytes,
+                 destination.get() + i * small_bytes, s, [&, start](boost::system::error_code, std::size_t) {
+                   whole.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - start).count());
+                   handled = true;
+                 });
+        initiation.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - start).count());
+      });
+      io.restart();
+      while (!handled) io.run_one();
+    }
+    rows.push_back({"engine poke round trip: the initiating call (median)", median(initiation)});
+    rows.push_back({"engine poke round trip: until the handler ran (median)", median(whole)});
+  }
+  {
+    // The same round trip a layer down at a time, the caller spinning on a flag the continuation raises.
+    auto round_trip_us = [&](const std::function<void(std::atomic<bool>&, int)>& start) {
+      std::vector<double> samples;
+      std::atomic<bool> done{false};
+      for (int i = 0; i < calls; ++i) {
+        done = false;
+        const auto t0 = clock_type::now();
+        start(done, i);
+        while (!done.load(std::memory_order_acquire)) {
+        }
+        samples.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
+      }
+      return median(samples);
+    };
+    rows.push_back({"round trip: raw copy + cuEventRecord, spin cuEventQuery (median)", round_trip_us([&](std::atomic<bool>& done, int i) {
+                      copy(i);
+                      raw.cuEventRecord(events[0], s.get());
+                      while (raw.cuEventQuery(events[0]) == CUDA_ERROR_NOT_READY) {
+                      }
+                      done = true;
+                    })});
+    detail::completion_bridge bridge{raw, primary.get(), engine_options{}};
+    rows.push_back({"round trip: raw copy + completion_bridge::watch (median)", round_trip_us([&](std::atomic<bool>& done, int i) {
+                      copy(i);
+                      bridge.watch(s.get(), [&](CUresult) { done.store(true, std::memory_order_release); });
+                    })});
+    detail::engine_core core{engine_options{}};
+    rows.push_back({"round trip: engine core prepare_copy + start (median)", round_trip_us([&](std::atomic<bool>& done, int i) {
+                      core.start(std::make_shared<detail::operation>(std::make_unique<raise_flag>(done)),
+                                 core.prepare_copy("engine::poke", small_bytes, 1,
+                                                   detail::pinned_side("source", source.data() + i * small_bytes),
+                                                   detail::device_side("destination", device_base + i * small_bytes)),
+                                 s.get());
+                    })});
+  }
   for (auto [name, policy] : {std::pair{"engine poke submit (poll)", completion_policy::poll},
                               std::pair{"engine poke submit (blocking_sync)", completion_policy::blocking_sync}}) {
     asio::io_context io(1);

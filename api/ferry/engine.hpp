@@ -406,8 +406,8 @@ class engine {
   auto start(detail::prepared_transfer transfer, std::optional<CUstream> stream, Deliver deliver, Token&& token) {
     return boost::asio::async_initiate<Token, Signature>(
         [this, stream, deliver = std::move(deliver)](auto handler, detail::prepared_transfer transfer) mutable {
-          auto op = make_operation(std::move(handler), std::move(deliver));
-          core_->start(std::move(op), std::move(transfer), stream);
+          auto make = [&] { return make_operation(std::move(handler), std::move(deliver)); };
+          core_->start(detail::operation_factory(make), std::move(transfer), stream);
         },
         token, std::move(transfer));
   }

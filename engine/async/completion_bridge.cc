@@ -24,22 +24,21 @@ constexpr auto failure_check_interval = std::chrono::milliseconds(10);
 // event (a failed stream writes no flag), and learning of one this much later costs nothing.
 constexpr auto event_sweep_interval = std::chrono::microseconds(100);
 
-// Poll: words of completion flags; work beyond this many watched at once is watched by its event alone.
-constexpr std::size_t flag_words = 4096;
-
-std::unique_ptr<completion_flags> flags_for(const driver_table& driver, const engine_options& options) {
+std::unique_ptr<completion_flags> flags_for(const driver_table& driver, const engine_options& options,
+                                            std::size_t words) {
   if (options.policy != completion_policy::poll) return nullptr;
-  return std::make_unique<completion_flags>(driver, flag_words);
+  return std::make_unique<completion_flags>(driver, words);
 }
 
 }  // namespace
 
-completion_bridge::completion_bridge(const driver_table& driver, CUcontext context, const engine_options& options)
+completion_bridge::completion_bridge(const driver_table& driver, CUcontext context, const engine_options& options,
+                                     std::size_t flag_words)
     : driver_(driver),
       context_(context),
       options_(options),
       events_(driver, event_flags(options.policy)),
-      flags_(flags_for(driver, options)),
+      flags_(flags_for(driver, options, flag_words)),
       pending_spin_(options.pending_spin.value_or(std::chrono::microseconds(0))),
       last_activity_(std::chrono::steady_clock::now()),
       thread_([this] { run(); }) {}
@@ -56,39 +55,63 @@ completion_bridge::~completion_bridge() {
   for (entry_ptr& item : unfired_) events_.release(item->event);
 }
 
-CUresult completion_bridge::watch(CUstream stream, continuation done) {
-  auto item = std::make_shared<entry>();
-  if (CUresult status = events_.acquire(item->event); status != CUDA_SUCCESS) return status;
+CUresult completion_bridge::arm_entry(entry& item, CUstream stream) {
+  if (CUresult status = events_.acquire(item.event); status != CUDA_SUCCESS) return status;
   if (flags_ && flags_usable_.load(std::memory_order_relaxed)) {
     // Before the event: once the event is complete, the word is written too.
-    item->flag = flags_->acquire();
-    if (item->flag) {
-      if (CUresult status = flags_->enqueue_write(stream, *item->flag); status != CUDA_SUCCESS) {
-        flags_->release(*item->flag);
-        item->flag.reset();
+    item.flag = flags_->acquire();
+    if (item.flag) {
+      if (CUresult status = flags_->enqueue_write(stream, *item.flag); status != CUDA_SUCCESS) {
+        flags_->release(*item.flag);
+        item.flag.reset();
         // A sticky error fails the record below too; anything else means this driver or device does not
         // take stream memory operations: the events alone will tell.
         if (!is_sticky(status)) flags_usable_.store(false, std::memory_order_relaxed);
       }
     }
   }
-  if (CUresult status = driver_.cuEventRecord(item->event, stream); status != CUDA_SUCCESS) {
-    if (item->flag) flags_->release(*item->flag);  // a stream that failed will not write it
-    events_.release(item->event);
+  if (CUresult status = driver_.cuEventRecord(item.event, stream); status != CUDA_SUCCESS) {
+    if (item.flag) flags_->release(*item.flag);  // a stream that failed will not write it
+    item.flag.reset();
+    events_.release(item.event);
+    item.event = nullptr;
     return status;
   }
+  item.since = std::chrono::steady_clock::now();
+  return CUDA_SUCCESS;
+}
+
+CUresult completion_bridge::arm(CUstream stream, ticket& armed) {
+  auto item = std::make_shared<entry>();
+  if (CUresult status = arm_entry(*item, stream); status != CUDA_SUCCESS) return status;
   item->stream = stream;
-  item->since = std::chrono::steady_clock::now();
-  item->done = std::move(done);
   item->bridge = this;
+  armed = ticket(std::move(item));
+  return CUDA_SUCCESS;
+}
+
+void completion_bridge::watch_armed(ticket armed, continuation done) {
+  entry_ptr item = std::move(armed.item_);
+  item->done = std::move(done);
   if (options_.policy == completion_policy::host_callback) {
     // The callback only flags the entry; the status is read afterwards with cuEventQuery, because the
     // driver tells a host function nothing about failures before it.
-    if (CUresult status = driver_.cuLaunchHostFunc(stream, &completion_bridge::host_function_fired, item.get());
+    if (CUresult status = driver_.cuLaunchHostFunc(item->stream, &completion_bridge::host_function_fired, item.get());
         status != CUDA_SUCCESS) {
       item->fired = true;  // the event alone will tell
     }
   }
+  hand_over(std::move(item));
+}
+
+CUresult completion_bridge::watch(CUstream stream, continuation done) {
+  ticket armed;
+  if (CUresult status = arm(stream, armed); status != CUDA_SUCCESS) return status;
+  watch_armed(std::move(armed), std::move(done));
+  return CUDA_SUCCESS;
+}
+
+void completion_bridge::hand_over(entry_ptr item) {
   pending_count_.fetch_add(1);
   std::lock_guard lock(mutex_);
   item->sequence = next_sequence_++;
@@ -98,7 +121,13 @@ CUresult completion_bridge::watch(CUstream stream, continuation done) {
   // once it is released, the work may complete and the engine destroy the bridge (TSan saw the
   // condition variable destroyed under a notify that came after the unlock).
   if (parked_) wake_.notify_one();
-  return CUDA_SUCCESS;
+}
+
+void completion_bridge::answered() {
+  if (pending_count_.fetch_sub(1) == 1) {
+    std::lock_guard lock(mutex_);  // drain() checks the count under the lock: no lost wake-up
+    drained_.notify_all();
+  }
 }
 
 void completion_bridge::stop_for_exit() {
@@ -217,10 +246,7 @@ void completion_bridge::finish(std::vector<std::pair<entry_ptr, CUresult>>& fini
     }
     item->done(status);
     item->done = nullptr;
-    if (pending_count_.fetch_sub(1) == 1) {
-      std::lock_guard lock(mutex_);  // drain() checks the count under the lock: no lost wake-up
-      drained_.notify_all();
-    }
+    answered();
   }
   last_activity_ = std::chrono::steady_clock::now();
 }

@@ -38,11 +38,17 @@
 namespace ferry::detail {
 
 class completion_bridge {
+  struct entry;
+
  public:
   // `done` runs on the bridge thread with the event's status: it must not block.
   using continuation = std::function<void(CUresult)>;
 
-  completion_bridge(const driver_table& driver, CUcontext context, const engine_options& options);
+  // `flag_words`: how many completion flags the poll policy has (work beyond them is watched by its
+  // event alone).
+  static constexpr std::size_t default_flag_words = 4096;
+  completion_bridge(const driver_table& driver, CUcontext context, const engine_options& options,
+                    std::size_t flag_words = default_flag_words);
   completion_bridge(const completion_bridge&) = delete;
   completion_bridge& operator=(const completion_bridge&) = delete;
   // Waits for everything watched, then stops the thread.
@@ -51,6 +57,22 @@ class completion_bridge {
   // Records an event on `stream` after the work already there and calls `done` when the GPU passes it.
   // Returns the status of the record (done is then never called).
   CUresult watch(CUstream stream, continuation done);
+
+  // watch() in two steps, for a caller with work to do between them: arm() records the event (and
+  // writes the flag) on `stream` right after the work, so that the GPU passes it as soon as the work is
+  // done; watch_armed() hands it to the bridge with its continuation. An armed ticket must be handed
+  // over (the bridge owns its event).
+  class ticket {
+   public:
+    ticket() = default;
+
+   private:
+    friend class completion_bridge;
+    explicit ticket(std::shared_ptr<entry> item) : item_(std::move(item)) {}
+    std::shared_ptr<entry> item_;
+  };
+  CUresult arm(CUstream stream, ticket& armed);
+  void watch_armed(ticket armed, continuation done);
 
   // Blocks until nothing is watched.
   void drain();
@@ -76,6 +98,12 @@ class completion_bridge {
   using entry_ptr = std::shared_ptr<entry>;
 
   static void CUDA_CB host_function_fired(void* user_data);
+  // Writes the entry's flag (poll) and records its event on `stream`, after the work already there.
+  CUresult arm_entry(entry& item, CUstream stream);
+  // Hands an entry to the bridge thread.
+  void hand_over(entry_ptr item);
+  // One watched entry answered: wakes drain() when it was the last.
+  void answered();
   void run();
   // Moves what submitters handed over into pending_. Returns false once stopping and nothing is pending.
   bool take_incoming();

@@ -83,6 +83,22 @@ struct engine_core::impl {
 
   void run_single(std::shared_ptr<operation> op, std::uint64_t sequence, std::shared_ptr<prepared_transfer> transfer,
                   CUstream stream, bool sequenced);
+  // A single submission's work put on a stream, and its completion armed right behind it (so that the
+  // GPU signals as soon as the work is done, whatever the engine does before it hands the op over).
+  struct submission {
+    CUresult enqueued = CUDA_SUCCESS;
+    CUresult armed = CUDA_SUCCESS;
+    completion_bridge::ticket ticket;
+  };
+  submission enqueue_and_arm(const prepared_transfer& transfer, CUstream stream);
+  // Hands the op to the bridge, or fails it.
+  void watch_submitted(std::shared_ptr<operation> op, std::uint64_t sequence,
+                       std::shared_ptr<prepared_transfer> transfer, CUstream stream, bool sequenced,
+                       submission submitted);
+  // The fast path of start(): see its definition. False when the transfer must take the planner's path.
+  bool start_at_once(operation_factory& make_op, prepared_transfer& prepared, std::optional<CUstream> stream);
+  // Whether the batcher is offered this page-locked transfer (small, on a pool stream).
+  bool batchable(const prepared_transfer& transfer, bool sequenced) const;
   void run_staged(std::shared_ptr<operation> op, std::uint64_t sequence, std::shared_ptr<prepared_transfer> transfer,
                   CUstream stream, bool sequenced);
   void post_work(std::function<void()> work);
@@ -296,24 +312,43 @@ void engine_core::impl::run_single(std::shared_ptr<operation> op, std::uint64_t 
     complete(op, sequence);
     return;
   }
-  CUresult status = transfer->bytes == 0 ? CUDA_SUCCESS : transfer->enqueue(stream);
-  if (status != CUDA_SUCCESS) {
-    fail(op, status, where(*transfer, stream) + " (enqueue)");
+  submission submitted = enqueue_and_arm(*transfer, stream);
+  watch_submitted(std::move(op), sequence, std::move(transfer), stream, sequenced, std::move(submitted));
+}
+
+engine_core::impl::submission engine_core::impl::enqueue_and_arm(const prepared_transfer& transfer, CUstream stream) {
+  submission submitted;
+  submitted.enqueued = transfer.bytes == 0 ? CUDA_SUCCESS : transfer.enqueue(stream);
+  if (submitted.enqueued == CUDA_SUCCESS) submitted.armed = bridge->arm(stream, submitted.ticket);
+  return submitted;
+}
+
+void engine_core::impl::watch_submitted(std::shared_ptr<operation> op, std::uint64_t sequence,
+                                        std::shared_ptr<prepared_transfer> transfer, CUstream stream, bool sequenced,
+                                        submission submitted) {
+  auto finished_submitting = [&] {
+    if (sequenced) sequencer.done(stream);
+  };
+  if (submitted.enqueued != CUDA_SUCCESS) {
+    fail(op, submitted.enqueued, where(*transfer, stream) + " (enqueue)");
     finished_submitting();
     complete(op, sequence);
     return;
   }
   op->mark_submitted();
   const std::size_t bytes = transfer->bytes;
-  status = bridge->watch(stream, [this, op, sequence, transfer, stream, bytes](CUresult result) {
-    if (result == CUDA_SUCCESS) {
-      op->add_bytes(bytes);
-    } else {
-      fail(op, result, where(*transfer, stream));
-    }
-    transfer->hold.reset();  // the GPU is done with the memory: the registration is free before the caller hears
-    complete(op, sequence);
-  });
+  const CUresult status = submitted.armed;
+  if (status == CUDA_SUCCESS) {
+    bridge->watch_armed(std::move(submitted.ticket), [this, op, sequence, transfer, stream, bytes](CUresult result) {
+      if (result == CUDA_SUCCESS) {
+        op->add_bytes(bytes);
+      } else {
+        fail(op, result, where(*transfer, stream));
+      }
+      transfer->hold.reset();  // the GPU is done with the memory: the registration is free before the caller hears
+      complete(op, sequence);
+    });
+  }
   finished_submitting();
   if (status != CUDA_SUCCESS) {
     // The work is on the stream but cannot be watched: wait for it here rather than lose track of the
@@ -602,8 +637,51 @@ std::string_view to_string(transfer_plan plan) noexcept {
   return "?";
 }
 
-void engine_core::start(std::shared_ptr<operation> op, prepared_transfer prepared, std::optional<CUstream> stream) {
+bool engine_core::impl::batchable(const prepared_transfer& transfer, bool sequenced) const {
+  return !sequenced && batcher && transfer.batchable && transfer.bytes > 0 && transfer.bytes <= options.batch_max_bytes &&
+         sticky.load() == CUDA_SUCCESS;
+}
+
+// Page-locked memory, not for the batcher, on a stream nothing else is submitting to: the work goes on
+// the stream first, and the op's bookkeeping (its operation and handler, the live set, the bridge's watch)
+// runs while the GPU moves the bytes. A 4 KiB round trip then waits for the engine only as long as the
+// raw driver call does (issue 3's roundtrip_4KiB).
+bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_transfer& prepared,
+                                      std::optional<CUstream> stream) {
+  if (prepared.pageable || prepared.bytes == 0 || sticky.load() != CUDA_SUCCESS) return false;
+  if (batchable(prepared, stream.has_value())) return false;
+  const CUstream target = stream ? *stream : pool[next_pool_stream.fetch_add(1) % pool.size()];
+  if (stream && !sequencer.try_claim(target)) return false;  // an op before it is still submitting
+  caller_context in_engine(driver, context);
+  submission submitted = enqueue_and_arm(prepared, target);
+  std::shared_ptr<operation> op;
+  std::shared_ptr<prepared_transfer> transfer;
+  std::uint64_t sequence = 0;
+  try {
+    op = make_op();
+    transfer = std::make_shared<prepared_transfer>(std::move(prepared));
+    transfer->plan = transfer_plan::pinned;
+    sequence = admit();
+  } catch (...) {
+    // Nothing can report this op's completion: let the GPU finish with the caller's memory first. (The
+    // bridge takes the armed event back.)
+    if (submitted.enqueued == CUDA_SUCCESS) driver.cuStreamSynchronize(target);
+    if (submitted.enqueued == CUDA_SUCCESS && submitted.armed == CUDA_SUCCESS) {
+      bridge->watch_armed(std::move(submitted.ticket), [](CUresult) {});
+    }
+    if (stream) sequencer.done(target);
+    throw;
+  }
+  pinned_plans++;
+  if (options.on_plan) options.on_plan(transfer->operation, transfer_plan::pinned, transfer->bytes);
+  watch_submitted(std::move(op), sequence, std::move(transfer), target, stream.has_value(), std::move(submitted));
+  return true;
+}
+
+void engine_core::start(operation_factory make_op, prepared_transfer prepared, std::optional<CUstream> stream) {
   impl& engine = *impl_;
+  if (engine.start_at_once(make_op, prepared, stream)) return;
+  auto op = make_op();
   const std::uint64_t sequence = engine.admit();
   auto transfer = std::make_shared<prepared_transfer>(std::move(prepared));
   const bool sequenced = stream.has_value();
@@ -633,8 +711,7 @@ void engine_core::start(std::shared_ptr<operation> op, prepared_transfer prepare
       plan = transfer_plan::staged;
     }
   }
-  if (plan == transfer_plan::pinned && !sequenced && engine.batcher && transfer->batchable && transfer->bytes > 0 &&
-      transfer->bytes <= engine.options.batch_max_bytes && engine.sticky.load() == CUDA_SUCCESS) {
+  if (plan == transfer_plan::pinned && engine.batchable(*transfer, sequenced)) {
     const bool up = transfer->source.kind != memory_kind::device;
     const bool down = transfer->destination.kind != memory_kind::device;
     copy_batcher::copy item{

@@ -15,6 +15,14 @@ void stream_sequencer::submit(CUstream stream, submitter submit) {
   submit();
 }
 
+bool stream_sequencer::try_claim(CUstream stream) {
+  std::lock_guard lock(mutex_);
+  queue& q = queues_[stream];
+  if (q.busy) return false;
+  q.busy = true;
+  return true;
+}
+
 void stream_sequencer::done(CUstream stream) {
   submitter next;
   {
@@ -22,7 +30,8 @@ void stream_sequencer::done(CUstream stream) {
     auto it = queues_.find(stream);
     if (it == queues_.end()) return;
     if (it->second.waiting.empty()) {
-      queues_.erase(it);
+      it->second.busy = false;
+      if (queues_.size() > kept_idle_queues) queues_.erase(it);
       return;
     }
     next = std::move(it->second.waiting.front());

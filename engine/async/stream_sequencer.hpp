@@ -24,6 +24,9 @@ class stream_sequencer {
 
   // Runs `submit` now if nothing is submitting on `stream`, else after the submitters before it.
   void submit(CUstream stream, submitter submit);
+  // Claims `stream` for a submission the caller makes itself, now, if nothing is submitting on it (the
+  // caller then calls done()); false if something is.
+  bool try_claim(CUstream stream);
   // The running submitter of `stream` has put all its work on the stream.
   void done(CUstream stream);
 
@@ -32,6 +35,10 @@ class stream_sequencer {
     bool busy = false;
     std::deque<submitter> waiting;
   };
+  // A stream's queue is kept while idle (most ops find theirs without allocating one) until this many
+  // streams have queues.
+  static constexpr std::size_t kept_idle_queues = 64;
+
   scheduler schedule_;
   std::mutex mutex_;
   std::map<CUstream, queue> queues_;

@@ -11,12 +11,16 @@
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>
+#include <cstring>
+#include <future>
+#include <new>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <thread>
 #include <vector>
 
+#include "ferry/detail/engine_core.hpp"
 #include "ferry/marshal.hpp"
 #include "tests/support/device_fixture.hpp"
 #include "tests/support/io_helpers.hpp"
@@ -130,6 +134,44 @@ BOOST_AUTO_TEST_CASE(an_abandoned_coroutine_frame_does_not_free_engine_resources
   auto again = random_vector<std::uint32_t>(count, 404);
   BOOST_TEST(gpu.poke(std::span<const std::uint32_t>(again), destination.get(), asio::use_future).get() == count * 4);
   BOOST_TEST(same_bytes(peek_list_array(count, destination.get()), again));
+}
+
+BOOST_AUTO_TEST_CASE(an_op_that_cannot_be_made_after_its_work_is_queued_leaves_no_memory_in_use) {
+  // engine_core puts page-locked work on an idle stream before it makes the op's operation (so that the
+  // bookkeeping overlaps the copy). When making the operation throws, start waits for the stream before
+  // it rethrows, and the stream is free for the next op.
+  const std::size_t count = 1 << 20;
+  const auto values = random_vector<std::uint32_t>(count, 404);
+  auto source = pinned_buffer<std::uint32_t>::allocate(count);
+  std::memcpy(source.data(), values.data(), count * sizeof(std::uint32_t));
+  auto destination = device_buffer<std::uint32_t>::allocate(count);
+  memset(destination.get(), count, std::uint32_t{0xA5A5A5A5});
+  detail::engine_core core{engine_options{}};
+  stream s = stream::create();
+  auto prepare = [&] {
+    return core.prepare_copy("engine::poke", count, sizeof(std::uint32_t), detail::pinned_side("source", source.data()),
+                             detail::device_side("destination", destination.get().get()));
+  };
+  if (ferry::testing::on_sim()) sim::set_copy_bandwidth(1e8);  // 4 MiB: ~40 ms, long enough to see a wait
+  auto cannot_make = []() -> std::shared_ptr<detail::operation> { throw std::bad_alloc(); };
+  BOOST_CHECK_THROW(core.start(detail::operation_factory(cannot_make), prepare(), s.get()), std::bad_alloc);
+  // Done already: start waited for the GPU before it let the caller's memory go.
+  BOOST_TEST(detail::driver().cuStreamQuery(s.get()) == CUDA_SUCCESS);
+  if (ferry::testing::on_sim()) sim::set_copy_bandwidth(0);
+  BOOST_TEST(same_bytes(peek_list_array(count, device_ptr<const std::uint32_t>(destination.get())), values));
+
+  // The stream was given back: the next op on it runs and completes.
+  struct set_on_complete final : detail::completion {
+    std::promise<boost::system::error_code> done;
+    void complete(boost::system::error_code error, std::size_t) override { done.set_value(error); }
+  };
+  memset(destination.get(), count, std::uint32_t{0xA5A5A5A5});
+  auto completion = std::make_unique<set_on_complete>();
+  auto outcome = completion->done.get_future();
+  core.start(std::make_shared<detail::operation>(std::move(completion)), prepare(), s.get());
+  BOOST_TEST_REQUIRE((outcome.wait_for(std::chrono::seconds(10)) == std::future_status::ready));
+  BOOST_TEST(!outcome.get());
+  BOOST_TEST(same_bytes(peek_list_array(count, device_ptr<const std::uint32_t>(destination.get())), values));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -120,6 +120,22 @@ struct prepared_transfer {
 // a pageable transfer forced to it would never be submitted) and for values that are no plan.
 void force_plan(prepared_transfer& transfer, transfer_plan plan);
 
+// Makes an op's operation (its handler's completion) when the engine asks: once the work is on its
+// stream where it can be put there at once, so that what the op's bookkeeping costs overlaps the GPU's
+// work; before anything else otherwise. Refers to the caller's callable, which must outlive the call to
+// engine_core::start; start calls it exactly once, or throws before calling it.
+class operation_factory {
+ public:
+  template <class Make>
+  explicit operation_factory(Make& make) noexcept
+      : make_(&make), call_([](void* target) { return (*static_cast<Make*>(target))(); }) {}
+  std::shared_ptr<operation> operator()() const { return call_(make_); }
+
+ private:
+  void* make_;
+  std::shared_ptr<operation> (*call_)(void*);
+};
+
 class engine_core {
  public:
   explicit engine_core(const engine_options& options);
@@ -147,8 +163,14 @@ class engine_core {
                                      std::size_t element_size, CUmemLocation location);
 
   // Starts a prepared transfer on `stream` (in submission order with other ops given that stream) or,
-  // without one, on a pool stream. The op completes through its completion, never inline.
-  void start(std::shared_ptr<operation> op, prepared_transfer transfer, std::optional<CUstream> stream);
+  // without one, on a pool stream. The op completes through its completion, never inline. When the
+  // operation cannot be made after the work is on a stream (it throws), start waits for the stream
+  // before it rethrows: no caller memory is left in use.
+  void start(operation_factory make_op, prepared_transfer transfer, std::optional<CUstream> stream);
+  void start(std::shared_ptr<operation> op, prepared_transfer transfer, std::optional<CUstream> stream) {
+    auto made = [&op] { return std::move(op); };
+    start(operation_factory(made), std::move(transfer), stream);
+  }
 
   // Completes `op` once every operation started before it has completed.
   void wait_all(std::shared_ptr<operation> op);

@@ -27,10 +27,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
+#include <vector>
 #include <type_traits>
 #include <utility>
 
@@ -41,15 +42,23 @@ namespace ferry::detail {
 // Per execution context: the completions ferry still owes there.
 class pending_handlers : public boost::asio::execution_context::service {
  public:
+  struct registry;
   struct entry {
     virtual void abandon() noexcept = 0;
 
    protected:
     ~entry() = default;
+
+   private:
+    friend struct registry;
+    // Links of the registry's list of live entries (under its mutex): no allocation per op.
+    entry* previous_ = nullptr;
+    entry* next_ = nullptr;
+    bool linked_ = false;
   };
   struct registry {
     std::mutex mutex;
-    std::set<entry*> live;
+    entry* live = nullptr;  // the first of the live entries (under mutex)
     bool shut_down = false;  // under mutex
     std::atomic<bool> shut_down_seen{false};  // the same, readable without the mutex
     bool shut_down_flag() const noexcept { return shut_down_seen.load(std::memory_order_acquire); }
@@ -57,6 +66,34 @@ class pending_handlers : public boost::asio::execution_context::service {
     std::atomic<std::size_t> owed{0};              // completions still owed here by ops that keep it awake
     std::atomic<bool> kept_awake{false};           // a keep_awake task is queued or running
     std::atomic<std::int64_t> last_activity{0};    // steady_clock ticks of the last submission or completion
+    std::atomic<std::uint64_t> posted{0};          // completions posted here so far (ends a keep_awake turn)
+
+    // Under mutex.
+    void link(entry* item) noexcept {
+      item->previous_ = nullptr;
+      item->next_ = live;
+      if (live) live->previous_ = item;
+      live = item;
+      item->linked_ = true;
+    }
+    // Returns false when `item` was not linked (a shutdown took it already).
+    bool unlink(entry* item) noexcept {
+      if (!item->linked_) return false;
+      if (item->previous_) item->previous_->next_ = item->next_;
+      else live = item->next_;
+      if (item->next_) item->next_->previous_ = item->previous_;
+      item->previous_ = item->next_ = nullptr;
+      item->linked_ = false;
+      return true;
+    }
+    std::vector<entry*> unlink_all() {
+      std::vector<entry*> all;
+      while (live) {
+        all.push_back(live);
+        unlink(live);
+      }
+      return all;
+    }
   };
 
   using key_type = pending_handlers;
@@ -69,12 +106,12 @@ class pending_handlers : public boost::asio::execution_context::service {
 
  private:
   void shutdown() override {
-    std::set<entry*> abandoned;
+    std::vector<entry*> abandoned;
     {
       std::lock_guard lock(registry_->mutex);
       registry_->shut_down = true;
       registry_->shut_down_seen.store(true, std::memory_order_release);
-      abandoned.swap(registry_->live);
+      abandoned = registry_->unlink_all();
     }
     for (entry* item : abandoned) item->abandon();
   }
@@ -119,6 +156,12 @@ inline std::int64_t steady_ticks() noexcept { return std::chrono::steady_clock::
 // The task that keeps a thread of an io_context running while completions are owed there.
 template <class Executor>
 struct keep_awake {
+  // How long one turn of the task waits in place for a completion before it gives the thread back to
+  // the io_context's other handlers. Waiting in place rather than re-queuing at once: an io thread
+  // looping through its scheduler holds the scheduler's mutex much of the time, and the completion's
+  // post from the engine's thread then waits for that mutex (microseconds on the H200's host).
+  static constexpr std::chrono::microseconds turn{20};
+
   std::shared_ptr<pending_handlers::registry> owner;
   Executor executor;
   std::chrono::steady_clock::duration spin;
@@ -128,6 +171,12 @@ struct keep_awake {
            steady_ticks() - owner->last_activity.load() < static_cast<std::int64_t>(spin.count());
   }
   void operator()() {
+    const std::uint64_t posted = owner->posted.load(std::memory_order_acquire);
+    const std::int64_t turn_ends =
+        steady_ticks() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(turn).count();
+    while (owner->posted.load(std::memory_order_acquire) == posted && steady_ticks() < turn_ends && wanted()) {
+      for (int i = 0; i < 16; ++i) __builtin_ia32_pause();
+    }
     while (true) {
       if (wanted()) {
         boost::asio::defer(executor, std::move(*this));
@@ -160,7 +209,7 @@ class handler_completion final : public completion, public pending_handlers::ent
         deliver_(std::move(deliver)) {
     {
       std::lock_guard lock(registry_->mutex);
-      registry_->live.insert(this);
+      registry_->link(this);
     }
     if (spin.count() > 0 && runs_on_io_context(executor_)) {
       kept_awake_.store(true);
@@ -175,11 +224,12 @@ class handler_completion final : public completion, public pending_handlers::ent
   ~handler_completion() override {
     no_longer_owed();
     std::lock_guard lock(registry_->mutex);
-    registry_->live.erase(this);
+    registry_->unlink(this);
   }
 
   void complete(boost::system::error_code error, std::size_t bytes) override {
     post_handler(error, bytes);
+    registry_->posted.fetch_add(1, std::memory_order_release);
     // After the post: the kept-awake thread is still running when the handler reaches its queue.
     no_longer_owed();
   }
@@ -194,7 +244,7 @@ class handler_completion final : public completion, public pending_handlers::ent
   void post_handler(boost::system::error_code error, std::size_t bytes) {
     std::lock_guard lock(registry_->mutex);
     // Gone from the registry: the context shut down and destroyed the handler already.
-    if (registry_->live.erase(this) == 0) return;
+    if (!registry_->unlink(this)) return;
     // Posting under the registry's lock: a shutdown waits for this post to finish, and the scheduler,
     // shut down after this service, then destroys the posted handler if it never runs.
     boost::asio::post(executor_, [handler = std::move(*handler_), work = std::move(*work_), deliver = std::move(deliver_),
