@@ -67,6 +67,28 @@ class pending_handlers : public boost::asio::execution_context::service {
     std::atomic<bool> kept_awake{false};           // a keep_awake task is queued or running
     std::atomic<std::int64_t> last_activity{0};    // steady_clock ticks of the last submission or completion
     std::atomic<std::uint64_t> posted{0};          // completions posted here so far (ends a keep_awake turn)
+    std::atomic<std::size_t> posted_not_run{0};    // posted completions whose handler has not finished
+
+    // A completion handed straight to a waiting keep_awake turn (see keep_awake), run there.
+    struct delivery {
+      virtual ~delivery() = default;
+      virtual void run() = 0;
+      delivery* next = nullptr;
+    };
+    // The deliveries handed to the current turn: a stack whose head is closed() while no turn waits.
+    static delivery* closed() noexcept { return reinterpret_cast<delivery*>(std::uintptr_t{1}); }
+    std::atomic<delivery*> mailbox{closed()};
+    std::atomic<std::size_t> handed_over{0};  // completions a turn took from the mailbox (a diagnostic)
+    bool mailbox_open() const noexcept { return mailbox.load(std::memory_order_acquire) != closed(); }
+    // Hands `item` to the waiting turn; false (the caller keeps it) when no turn waits.
+    bool try_hand(delivery* item) noexcept {
+      delivery* head = mailbox.load(std::memory_order_acquire);
+      do {
+        if (head == closed()) return false;
+        item->next = head;
+      } while (!mailbox.compare_exchange_weak(head, item, std::memory_order_acq_rel, std::memory_order_acquire));
+      return true;
+    }
 
     // Under mutex.
     void link(entry* item) noexcept {
@@ -151,7 +173,55 @@ bool runs_on_io_context(const Executor& executor) {
   }
 }
 
+// Whether handlers of `executor` may run on any thread of its io_context, in any handler there (no strand).
+template <class Executor>
+bool runs_freely_on_io_context(const Executor& executor) {
+  using plain = boost::asio::io_context::executor_type;
+  using tracked = std::decay_t<decltype(boost::asio::prefer(std::declval<plain>(),
+                                                            boost::asio::execution::outstanding_work.tracked))>;
+  if constexpr (std::is_same_v<Executor, plain> || std::is_same_v<Executor, tracked>) {
+    return true;
+  } else if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>) {
+    return executor.template target<plain>() != nullptr || executor.template target<tracked>() != nullptr;
+  } else {
+    return false;
+  }
+}
+
 inline std::int64_t steady_ticks() noexcept { return std::chrono::steady_clock::now().time_since_epoch().count(); }
+
+// Deliveries taken from a mailbox, oldest first; those not run are destroyed with it (their handlers
+// destroyed, as Asio destroys handlers it never ran).
+class delivery_list {
+  using delivery = pending_handlers::registry::delivery;
+
+ public:
+  // `stack`: newest first, as the mailbox holds them.
+  explicit delivery_list(delivery* stack) noexcept {
+    while (stack != nullptr) {
+      delivery* next = stack->next;
+      stack->next = first_;
+      first_ = stack;
+      stack = next;
+    }
+  }
+  delivery_list(delivery_list&& other) noexcept : first_(std::exchange(other.first_, nullptr)) {}
+  delivery_list& operator=(delivery_list&&) = delete;
+  ~delivery_list() {
+    while (first_ != nullptr) delete std::exchange(first_, first_->next);
+  }
+  bool empty() const noexcept { return first_ == nullptr; }
+  // Runs them in order; if one throws, the rest stay in the list.
+  void run_all() {
+    while (first_ != nullptr) {
+      std::unique_ptr<delivery> item(std::exchange(first_, first_->next));
+      item->run();
+    }
+  }
+
+ private:
+  delivery* first_ = nullptr;
+};
 
 // The task that keeps a thread of an io_context running while completions are owed there.
 template <class Executor>
@@ -170,13 +240,40 @@ struct keep_awake {
     return owner->owed.load() > 0 && !owner->shut_down_flag() &&
            steady_ticks() - owner->last_activity.load() < static_cast<std::int64_t>(spin.count());
   }
+  // One turn: waits for a completion (handed to the mailbox, or posted), then runs what was handed over,
+  // after re-queuing itself (or stopping) first, so that a handler that throws leaves the task in a
+  // consistent state.
   void operator()() {
     const std::uint64_t posted = owner->posted.load(std::memory_order_acquire);
     const std::int64_t turn_ends =
         steady_ticks() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(turn).count();
-    while (owner->posted.load(std::memory_order_acquire) == posted && steady_ticks() < turn_ends && wanted()) {
+    owner->mailbox.store(nullptr, std::memory_order_release);  // open: one turn runs at a time
+    while (owner->mailbox.load(std::memory_order_acquire) == nullptr &&
+           owner->posted.load(std::memory_order_acquire) == posted && steady_ticks() < turn_ends && wanted()) {
       for (int i = 0; i < 16; ++i) __builtin_ia32_pause();
     }
+    delivery_list handed(owner->mailbox.exchange(pending_handlers::registry::closed(), std::memory_order_acq_rel));
+    // A completion posted before these (its op finished first) must run first: then these are posted
+    // behind it rather than run here.
+    const bool in_order = owner->posted_not_run.load(std::memory_order_acquire) == 0;
+    const Executor here = executor;
+    reschedule();  // moves *this away
+    if (handed.empty()) return;
+    if (!in_order) {
+      boost::asio::post(here, [handed = std::move(handed)]() mutable { handed.run_all(); });
+      return;
+    }
+    try {
+      handed.run_all();
+    } catch (...) {
+      // As if each had been posted: the exception leaves io_context::run, the others still run.
+      if (!handed.empty()) boost::asio::post(here, [rest = std::move(handed)]() mutable { rest.run_all(); });
+      throw;
+    }
+  }
+
+ private:
+  void reschedule() {
     while (true) {
       if (wanted()) {
         boost::asio::defer(executor, std::move(*this));
@@ -245,18 +342,56 @@ class handler_completion final : public completion, public pending_handlers::ent
     std::lock_guard lock(registry_->mutex);
     // Gone from the registry: the context shut down and destroyed the handler already.
     if (!registry_->unlink(this)) return;
-    // Posting under the registry's lock: a shutdown waits for this post to finish, and the scheduler,
-    // shut down after this service, then destroys the posted handler if it never runs.
-    boost::asio::post(executor_, [handler = std::move(*handler_), work = std::move(*work_), deliver = std::move(deliver_),
-                                  error, bytes]() mutable {
+    auto run = [handler = std::move(*handler_), work = std::move(*work_), deliver = std::move(deliver_), error,
+                bytes]() mutable {
       // The slot belongs to the handler; it is cleared on the handler's executor before the handler runs.
       boost::asio::get_associated_cancellation_slot(handler).clear();
       deliver(std::move(handler), error, bytes);
       (void)work;
-    });
+    };
     handler_.reset();
     work_.reset();
+    // A kept-awake thread of the handler's io_context waiting in a keep_awake turn runs it there, without
+    // a trip through the scheduler (a plain io_context executor only: a strand's handlers must go
+    // through the strand).
+    if (kept_awake_.load() && registry_->mailbox_open() && runs_freely_on_io_context(executor_)) {
+      auto item = std::make_unique<delivery_of<decltype(run)>>(std::move(run));
+      if (registry_->try_hand(item.get())) {
+        (void)item.release();
+        registry_->handed_over.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+      post_counted([item = std::move(item)] { item->run(); });  // the turn ended meanwhile
+      return;
+    }
+    post_counted(std::move(run));
   }
+
+  // Posting under the registry's lock: a shutdown waits for this post to finish, and the scheduler,
+  // shut down after this service, then destroys the posted handler if it never runs.
+  template <class Run>
+  void post_counted(Run run) {
+    registry_->posted_not_run.fetch_add(1, std::memory_order_acq_rel);
+    boost::asio::post(executor_, [run = std::move(run), not_run = counted_post{registry_}]() mutable { run(); });
+  }
+
+  template <class Run>
+  struct delivery_of final : pending_handlers::registry::delivery {
+    explicit delivery_of(Run run) : run_handler(std::move(run)) {}
+    void run() override { run_handler(); }
+    Run run_handler;
+  };
+
+  // Counts a posted completion until its handler has run or been destroyed (see keep_awake's order).
+  struct counted_post {
+    std::shared_ptr<pending_handlers::registry> registry;
+    counted_post(std::shared_ptr<pending_handlers::registry> owner) : registry(std::move(owner)) {}
+    counted_post(counted_post&& other) noexcept : registry(std::move(other.registry)) {}
+    counted_post& operator=(counted_post&&) = delete;
+    ~counted_post() {
+      if (registry) registry->posted_not_run.fetch_sub(1, std::memory_order_acq_rel);
+    }
+  };
 
   void no_longer_owed() noexcept {
     if (kept_awake_.exchange(false)) {  // complete() and a shutdown's abandon() may race
