@@ -189,32 +189,33 @@ BOOST_AUTO_TEST_CASE(completions_handed_to_the_waiting_io_thread_run_once_each_i
 }
 
 BOOST_AUTO_TEST_CASE(a_completion_posted_before_one_handed_over_runs_first) {
-  // The two completions of the engine's handler machinery, driven by hand so that the order of events is
-  // certain: completion 1 is posted while no keep-awake turn waits (the io_context is not running yet:
-  // its keep-awake task is queued ahead of the posted handler); then the turn starts and completion 2
-  // is handed to it. Completion 2's handler must not overtake completion 1's, still queued.
+  // The engine's handler machinery driven by hand, while a keep-awake turn waits: completion 1 does not
+  // keep the io_context awake (spin 0), so it is always posted; completion 2 does, and is handed to the
+  // turn when the turn still waits. Completion 2's handler must not overtake completion 1's, still queued.
   auto deliver = [](auto&& handler, boost::system::error_code error, std::size_t bytes) {
     std::move(handler)(error, bytes);
   };
   using deliver_type = decltype(deliver);
+  // Completion 2 is handed over only when it beats the turn, which stops waiting once completion 1 is
+  // posted: rounds are repeated until that happened a few times (or 10 s passed: sanitizers slow it).
   std::size_t rounds_handed = 0;
-  for (int round = 0; round < 50 && rounds_handed < 5; ++round) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (int round = 0; round < 20000 && rounds_handed < 5 && std::chrono::steady_clock::now() < give_up; ++round) {
     asio::io_context io;
     const auto registry = asio::use_service<detail::pending_handlers>(io).shared_registry();
     std::vector<int> order;  // the io thread's
-    auto first_handler = [&](boost::system::error_code, std::size_t which) { order.push_back(static_cast<int>(which)); };
-    auto second_handler = first_handler;
-    detail::handler_completion<decltype(first_handler), deliver_type> first(first_handler, io.get_executor(), deliver,
-                                                                            std::chrono::seconds(10));
-    detail::handler_completion<decltype(second_handler), deliver_type> second(second_handler, io.get_executor(),
-                                                                              deliver, std::chrono::seconds(10));
-    first.complete({}, 1);  // posted: no turn waits (queued behind the keep-awake task)
+    auto record = [&](boost::system::error_code, std::size_t which) { order.push_back(static_cast<int>(which)); };
+    detail::handler_completion<decltype(record), deliver_type> first(record, io.get_executor(), deliver,
+                                                                     std::chrono::microseconds(0));
+    detail::handler_completion<decltype(record), deliver_type> second(record, io.get_executor(), deliver,
+                                                                      std::chrono::seconds(10));
     const std::size_t handed_before = registry->handed_over.load();
     auto work = asio::make_work_guard(io);
     std::thread runner([&] { io.run(); });
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (!registry->mailbox_open() && std::chrono::steady_clock::now() < deadline) {
     }
+    first.complete({}, 1);   // posted
     second.complete({}, 2);  // handed over if the turn still waits, else posted behind completion 1
     work.reset();
     runner.join();

@@ -74,6 +74,9 @@ class pending_handlers : public boost::asio::execution_context::service {
       virtual ~delivery() = default;
       virtual void run() = 0;
       delivery* next = nullptr;
+      // A completion posted earlier had not run when this one was handed over: this one must run after
+      // it, so it is posted too (behind it) rather than run in the turn.
+      bool behind_posted = false;
     };
     // The deliveries handed to the current turn: a stack whose head is closed() while no turn waits.
     static delivery* closed() noexcept { return reinterpret_cast<delivery*>(std::uintptr_t{1}); }
@@ -218,6 +221,13 @@ class delivery_list {
       item->run();
     }
   }
+  // Runs them in order up to the first that must follow a posted completion; the rest stay in the list.
+  void run_until_behind_posted() {
+    while (first_ != nullptr && !first_->behind_posted) {
+      std::unique_ptr<delivery> item(std::exchange(first_, first_->next));
+      item->run();
+    }
+  }
 
  private:
   delivery* first_ = nullptr;
@@ -248,28 +258,28 @@ struct keep_awake {
     const std::int64_t turn_ends =
         steady_ticks() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(turn).count();
     owner->mailbox.store(nullptr, std::memory_order_release);  // open: one turn runs at a time
+    // Ends early when a completion was posted (now, or before the turn began and not yet run: it waits
+    // in the queue behind this task).
     while (owner->mailbox.load(std::memory_order_acquire) == nullptr &&
-           owner->posted.load(std::memory_order_acquire) == posted && steady_ticks() < turn_ends && wanted()) {
+           owner->posted.load(std::memory_order_acquire) == posted &&
+           owner->posted_not_run.load(std::memory_order_acquire) == 0 && steady_ticks() < turn_ends && wanted()) {
       for (int i = 0; i < 16; ++i) __builtin_ia32_pause();
     }
     delivery_list handed(owner->mailbox.exchange(pending_handlers::registry::closed(), std::memory_order_acq_rel));
-    // A completion posted before these (its op finished first) must run first: then these are posted
-    // behind it rather than run here.
-    const bool in_order = owner->posted_not_run.load(std::memory_order_acquire) == 0;
     const Executor here = executor;
     reschedule();  // moves *this away
-    if (handed.empty()) return;
-    if (!in_order) {
-      boost::asio::post(here, [handed = std::move(handed)]() mutable { handed.run_all(); });
-      return;
-    }
+    auto post_rest = [&] {
+      if (!handed.empty()) boost::asio::post(here, [rest = std::move(handed)]() mutable { rest.run_all(); });
+    };
     try {
-      handed.run_all();
+      // Those handed over behind a posted completion (its op finished first) go behind it in the queue.
+      handed.run_until_behind_posted();
     } catch (...) {
       // As if each had been posted: the exception leaves io_context::run, the others still run.
-      if (!handed.empty()) boost::asio::post(here, [rest = std::move(handed)]() mutable { rest.run_all(); });
+      post_rest();
       throw;
     }
+    post_rest();
   }
 
  private:
@@ -356,6 +366,7 @@ class handler_completion final : public completion, public pending_handlers::ent
     // through the strand).
     if (kept_awake_.load() && registry_->mailbox_open() && runs_freely_on_io_context(executor_)) {
       auto item = std::make_unique<delivery_of<decltype(run)>>(std::move(run));
+      item->behind_posted = registry_->posted_not_run.load(std::memory_order_acquire) > 0;
       if (registry_->try_hand(item.get())) {
         (void)item.release();
         registry_->handed_over.fetch_add(1, std::memory_order_relaxed);
