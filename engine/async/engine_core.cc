@@ -643,9 +643,9 @@ bool engine_core::impl::batchable(const prepared_transfer& transfer, bool sequen
 }
 
 // Page-locked memory, not for the batcher, on a stream nothing else is submitting to: the work goes on
-// the stream first, and the op's bookkeeping (its operation and handler, the live set, the bridge's watch)
-// runs while the GPU moves the bytes. A 4 KiB round trip then waits for the engine only as long as the
-// raw driver call does (issue 3's roundtrip_4KiB).
+// the stream first, with its completion armed right behind it, and the op's bookkeeping (its operation
+// and handler, the live set, the hand-off to the bridge) runs while the GPU moves the bytes (issue 3's
+// roundtrip_4KiB: see the README's H200 figures).
 bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_transfer& prepared,
                                       std::optional<CUstream> stream) {
   if (prepared.pageable || prepared.bytes == 0 || sticky.load() != CUDA_SUCCESS) return false;

@@ -193,6 +193,13 @@ bool runs_freely_on_io_context(const Executor& executor) {
 
 inline std::int64_t steady_ticks() noexcept { return std::chrono::steady_clock::now().time_since_epoch().count(); }
 
+// A spin-wait's pause: tells the core a thread is spinning (x86), so the other hyperthread runs freely.
+inline void spin_pause() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
 // Deliveries taken from a mailbox, oldest first; those not run are destroyed with it (their handlers
 // destroyed, as Asio destroys handlers it never ran).
 class delivery_list {
@@ -263,7 +270,7 @@ struct keep_awake {
     while (owner->mailbox.load(std::memory_order_acquire) == nullptr &&
            owner->posted.load(std::memory_order_acquire) == posted &&
            owner->posted_not_run.load(std::memory_order_acquire) == 0 && steady_ticks() < turn_ends && wanted()) {
-      for (int i = 0; i < 16; ++i) __builtin_ia32_pause();
+      for (int i = 0; i < 16; ++i) spin_pause();
     }
     delivery_list handed(owner->mailbox.exchange(pending_handlers::registry::closed(), std::memory_order_acq_rel));
     const Executor here = executor;
