@@ -99,6 +99,11 @@ struct engine_core::impl {
   bool start_at_once(operation_factory& make_op, prepared_transfer& prepared, std::optional<CUstream> stream);
   // Whether the batcher is offered this page-locked transfer (small, on a pool stream).
   bool batchable(const prepared_transfer& transfer, bool sequenced) const;
+  // Counts a batchable copy in flight until the returned token (kept by its transfer) goes. Only while
+  // another is in flight is a copy offered to the batcher: copies of a request/response loop arrive
+  // within the batch window of each other, and each would wait for a batch that never fills.
+  std::shared_ptr<void> count_small_copy();
+  std::atomic<std::size_t> small_copies_in_flight{0};
   void run_staged(std::shared_ptr<operation> op, std::uint64_t sequence, std::shared_ptr<prepared_transfer> transfer,
                   CUstream stream, bool sequenced);
   void post_work(std::function<void()> work);
@@ -345,7 +350,10 @@ void engine_core::impl::watch_submitted(std::shared_ptr<operation> op, std::uint
       } else {
         fail(op, result, where(*transfer, stream));
       }
-      transfer->hold.reset();  // the GPU is done with the memory: the registration is free before the caller hears
+      // The GPU is done with the memory: the registration is free, and the copy no longer in flight,
+      // before the caller hears (who may start the next one at once).
+      transfer->hold.reset();
+      transfer->counted.reset();
       complete(op, sequence);
     });
   }
@@ -642,6 +650,11 @@ bool engine_core::impl::batchable(const prepared_transfer& transfer, bool sequen
          sticky.load() == CUDA_SUCCESS;
 }
 
+std::shared_ptr<void> engine_core::impl::count_small_copy() {
+  small_copies_in_flight.fetch_add(1);
+  return std::shared_ptr<void>(nullptr, [this](void*) { small_copies_in_flight.fetch_sub(1); });
+}
+
 // Page-locked memory, not for the batcher, on a stream nothing else is submitting to: the work goes on
 // the stream first, with its completion armed right behind it, and the op's bookkeeping (its operation
 // and handler, the live set, the hand-off to the bridge) runs while the GPU moves the bytes (issue 3's
@@ -649,7 +662,11 @@ bool engine_core::impl::batchable(const prepared_transfer& transfer, bool sequen
 bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_transfer& prepared,
                                       std::optional<CUstream> stream) {
   if (prepared.pageable || prepared.bytes == 0 || sticky.load() != CUDA_SUCCESS) return false;
-  if (batchable(prepared, stream.has_value())) return false;
+  std::shared_ptr<void> counted;
+  if (batchable(prepared, stream.has_value())) {
+    if (small_copies_in_flight.load() > 0) return false;  // the planner offers it to the batcher
+    counted = count_small_copy();                         // alone: straight to a stream
+  }
   const CUstream target = stream ? *stream : pool[next_pool_stream.fetch_add(1) % pool.size()];
   if (stream && !sequencer.try_claim(target)) return false;  // an op before it is still submitting
   caller_context in_engine(driver, context);
@@ -661,6 +678,7 @@ bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_trans
     op = make_op();
     transfer = std::make_shared<prepared_transfer>(std::move(prepared));
     transfer->plan = transfer_plan::pinned;
+    transfer->counted = std::move(counted);
     sequence = admit();
   } catch (...) {
     // Nothing can report this op's completion: let the GPU finish with the caller's memory first. (The
@@ -712,6 +730,7 @@ void engine_core::start(operation_factory make_op, prepared_transfer prepared, s
     }
   }
   if (plan == transfer_plan::pinned && engine.batchable(*transfer, sequenced)) {
+    transfer->counted = engine.count_small_copy();
     const bool up = transfer->source.kind != memory_kind::device;
     const bool down = transfer->destination.kind != memory_kind::device;
     copy_batcher::copy item{
@@ -723,6 +742,7 @@ void engine_core::start(operation_factory make_op, prepared_transfer prepared, s
           } else if (result != copy_batcher::not_submitted) {
             engine.fail(op, result, transfer->label() + " (batched) of device " + std::to_string(engine.ordinal));
           }
+          transfer->counted.reset();  // before the caller hears
           engine.complete(op, sequence);
         }};
     if (engine.batcher->offer(item)) plan = transfer_plan::batched;

@@ -194,4 +194,25 @@ BOOST_AUTO_TEST_CASE(concurrent_small_copies_are_batched_and_a_lone_one_is_not) 
   BOOST_TEST((plans() == std::vector{transfer_plan::pinned}));
 }
 
+BOOST_AUTO_TEST_CASE(small_copies_one_after_another_are_never_held_for_a_batch) {
+  // A request/response loop: each 4 KiB poke (no stream) starts when the previous one has completed,
+  // sooner than the batch window after it. With nothing else in flight there is nothing to batch with:
+  // each goes straight to a stream (it used to wait for a batch that never filled, ~56 us a copy on the
+  // H200 against 7.7 us raw).
+  constexpr std::size_t copies = 50, words = 1024;
+  pinned_buffer<std::uint32_t> pinned = pinned_buffer<std::uint32_t>::allocate(copies * words);
+  auto values = random_vector<std::uint32_t>(copies * words, 831);
+  std::copy(values.begin(), values.end(), pinned.data());
+  auto destination = gpu->allocate<std::uint32_t>(copies * words);
+  memset(destination.get(), copies * words, std::uint32_t{0xA5A5A5A5u});
+  plans();
+  for (std::size_t i = 0; i < copies; ++i) {
+    BOOST_TEST(gpu->poke(host_ptr<const std::uint32_t>(pinned.get() + i * words), words, destination.get() + i * words,
+                         asio::use_future)
+                   .get() == words * 4);
+  }
+  BOOST_TEST(same_bytes(peek_list_array(copies * words, destination.get()), values));
+  BOOST_TEST((plans() == std::vector<transfer_plan>(copies, transfer_plan::pinned)));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -108,6 +108,7 @@ struct prepared_transfer {
   bool registrable = true;
   transfer_plan plan = transfer_plan::automatic;
   std::shared_ptr<void> hold;  // kept until the GPU is done (a registration lease)
+  std::shared_ptr<void> counted;  // the engine's count of small copies in flight, released with the transfer
   std::function<CUresult(CUstream)> enqueue;  // single-submission ops: puts the work on a stream
   std::string extra;  // what the label adds for 2-D, peer, fill and prefetch ops (empty for plain copies)
 
