@@ -1,6 +1,6 @@
 // ferry::engine: asynchronous transfers that take any Boost.Asio completion token (use_awaitable,
 // deferred, use_future, a callback, as_tuple(...)). Work goes onto CUDA streams; a completion bridge
-// learns when the GPU is done and posts the handler to its associated executor.
+// learns when the GPU is done and hands the handler to its associated executor.
 //
 //   asio::io_context io;
 //   ferry::engine gpu{io.get_executor()};
@@ -28,8 +28,9 @@
 //   until the handler runs. A std::vector passed by rvalue is owned by the op and handed back in the
 //   completion (signature void(error_code, std::vector<T>)). Other rvalue containers do not compile.
 // - Which thread runs the handler: a thread running the handler's associated executor (the engine's
-//   executor when the handler has none), through asio::post; never the initiating thread inside the
-//   initiating call, never an engine thread.
+//   executor when the handler has none), through asio::post, or, for an io_context's own executor, run
+//   by the engine's keep-awake task on one of its threads (README, "Keeping the handler's io_context
+//   awake"); never the initiating thread inside the initiating call, never an engine thread.
 // - Ordering: ops given the same stream_ref run in submission order; ops given none run on pool streams
 //   and may overlap. order(first, then) makes later work on `then` wait for work on `first` (an event,
 //   never a host wait); wait_all completes when everything submitted before it is done.

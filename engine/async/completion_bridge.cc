@@ -55,35 +55,28 @@ completion_bridge::~completion_bridge() {
   for (entry_ptr& item : unfired_) events_.release(item->event);
 }
 
-CUresult completion_bridge::arm_entry(entry& item, CUstream stream) {
-  if (CUresult status = events_.acquire(item.event); status != CUDA_SUCCESS) return status;
+CUresult completion_bridge::arm(CUstream stream, ticket& armed) {
+  auto item = std::make_shared<entry>();
+  if (CUresult status = events_.acquire(item->event); status != CUDA_SUCCESS) return status;
   if (flags_ && flags_usable_.load(std::memory_order_relaxed)) {
     // Before the event: once the event is complete, the word is written too.
-    item.flag = flags_->acquire();
-    if (item.flag) {
-      if (CUresult status = flags_->enqueue_write(stream, *item.flag); status != CUDA_SUCCESS) {
-        flags_->release(*item.flag);
-        item.flag.reset();
+    item->flag = flags_->acquire();
+    if (item->flag) {
+      if (CUresult status = flags_->enqueue_write(stream, *item->flag); status != CUDA_SUCCESS) {
+        flags_->release(*item->flag);
+        item->flag.reset();
         // A sticky error fails the record below too; anything else means this driver or device does not
         // take stream memory operations: the events alone will tell.
         if (!is_sticky(status)) flags_usable_.store(false, std::memory_order_relaxed);
       }
     }
   }
-  if (CUresult status = driver_.cuEventRecord(item.event, stream); status != CUDA_SUCCESS) {
-    if (item.flag) flags_->release(*item.flag);  // a stream that failed will not write it
-    item.flag.reset();
-    events_.release(item.event);
-    item.event = nullptr;
+  if (CUresult status = driver_.cuEventRecord(item->event, stream); status != CUDA_SUCCESS) {
+    if (item->flag) flags_->release(*item->flag);  // a stream that failed will not write it
+    events_.release(item->event);
     return status;
   }
-  item.since = std::chrono::steady_clock::now();
-  return CUDA_SUCCESS;
-}
-
-CUresult completion_bridge::arm(CUstream stream, ticket& armed) {
-  auto item = std::make_shared<entry>();
-  if (CUresult status = arm_entry(*item, stream); status != CUDA_SUCCESS) return status;
+  item->since = std::chrono::steady_clock::now();
   item->stream = stream;
   item->bridge = this;
   armed = ticket(std::move(item));

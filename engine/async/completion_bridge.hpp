@@ -98,8 +98,6 @@ class completion_bridge {
   using entry_ptr = std::shared_ptr<entry>;
 
   static void CUDA_CB host_function_fired(void* user_data);
-  // Writes the entry's flag (poll) and records its event on `stream`, after the work already there.
-  CUresult arm_entry(entry& item, CUstream stream);
   // Hands an entry to the bridge thread.
   void hand_over(entry_ptr item);
   // One watched entry answered: wakes drain() when it was the last.

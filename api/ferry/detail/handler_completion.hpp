@@ -157,25 +157,6 @@ inline std::shared_ptr<pending_handlers::registry> registry_of(boost::asio::exec
   return remembered;
 }
 
-// Whether `executor` runs handlers on an io_context's threads (directly, type-erased, or through a strand).
-// Only those are kept awake: other executors (a thread pool, use_future's, which runs work in place)
-// have no parked thread to spare a wake-up, or would run the task inline.
-template <class Executor>
-bool runs_on_io_context(const Executor& executor) {
-  using plain = boost::asio::io_context::executor_type;
-  using tracked = std::decay_t<decltype(boost::asio::prefer(std::declval<plain>(),
-                                                            boost::asio::execution::outstanding_work.tracked))>;
-  if constexpr (std::is_same_v<Executor, plain> || std::is_same_v<Executor, tracked>) {
-    return true;
-  } else if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>) {
-    return executor.template target<plain>() != nullptr || executor.template target<tracked>() != nullptr;
-  } else if constexpr (requires { executor.get_inner_executor(); }) {
-    return runs_on_io_context(executor.get_inner_executor());  // a strand
-  } else {
-    return false;
-  }
-}
-
 // Whether handlers of `executor` may run on any thread of its io_context, in any handler there (no strand).
 template <class Executor>
 bool runs_freely_on_io_context(const Executor& executor) {
@@ -188,6 +169,18 @@ bool runs_freely_on_io_context(const Executor& executor) {
     return executor.template target<plain>() != nullptr || executor.template target<tracked>() != nullptr;
   } else {
     return false;
+  }
+}
+
+// Whether `executor` runs handlers on an io_context's threads (directly, type-erased, or through a strand).
+// Only those are kept awake: other executors (a thread pool, use_future's, which runs work in place)
+// have no parked thread to spare a wake-up, or would run the task inline.
+template <class Executor>
+bool runs_on_io_context(const Executor& executor) {
+  if constexpr (requires { executor.get_inner_executor(); }) {
+    return runs_on_io_context(executor.get_inner_executor());  // a strand
+  } else {
+    return runs_freely_on_io_context(executor);
   }
 }
 
