@@ -143,6 +143,13 @@ int main(int argc, char** argv) try {
                     raw.cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, device_base + i);
                     raw.cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, device_base + i);
                   }, nothing)});
+  rows.push_back({"cuPointerGetAttributes, the same two in one call (device)", per_call_us([&](int i) {
+                    CUdeviceptr base = 0;
+                    std::size_t size = 0;
+                    CUpointer_attribute asked[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+                    void* answers[] = {&base, &size};
+                    raw.cuPointerGetAttributes(2, asked, answers, device_base + i);
+                  }, nothing)});
   rows.push_back({"cuMemcpyHtoDAsync 4KiB, another thread spinning cuEventQuery",
                   with_spinning_query(raw, primary.get(), [&] { return per_call_us(copy, sync); })});
   rows.push_back({"cuMemcpyHtoDAsync + cuEventRecord, another thread spinning cuEventQuery",
@@ -260,7 +267,7 @@ int main(int argc, char** argv) try {
     auto no_copy = [&](int i) {
       detail::prepared_transfer transfer = prepare(i);
       transfer.batchable = false;
-      transfer.enqueue = [](CUstream) { return CUDA_SUCCESS; };
+      transfer.enqueue = [](const detail::prepared_transfer&, CUstream) { return CUDA_SUCCESS; };
       return transfer;
     };
     rows.push_back({"engine core: start without the copy, alone (median of single calls)", isolated_us([&](int i) {

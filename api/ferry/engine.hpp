@@ -49,6 +49,7 @@
 #include "ferry/context.hpp"
 #include "ferry/detail/engine_core.hpp"
 #include "ferry/detail/handler_completion.hpp"
+#include "ferry/detail/stage_trace.hpp"
 #include "ferry/detail/transfer.hpp"
 #include "ferry/error.hpp"
 #include "ferry/managed.hpp"
@@ -409,6 +410,7 @@ class engine {
         [this, stream, deliver = std::move(deliver)](auto handler, detail::prepared_transfer transfer) mutable {
           auto make = [&] { return make_operation(std::move(handler), std::move(deliver)); };
           core_->start(detail::operation_factory(make), std::move(transfer), stream);
+          detail::stage_trace::mark(detail::stage_trace::stage::initiating_call_returns);
         },
         token, std::move(transfer));
   }

@@ -72,7 +72,18 @@ class completion_bridge {
     std::shared_ptr<entry> item_;
   };
   CUresult arm(CUstream stream, ticket& armed);
-  void watch_armed(ticket armed, continuation done);
+  // What `done` will touch, for the bridge thread to bring into its cache when it takes the work over,
+  // while the GPU still works (they must live until `done` has run: `done` holds them). Written by the
+  // submitting thread on another core, each line would otherwise cost a transfer between the cores on
+  // the way to the handler: on the H200, the way from the flag to a coroutine's resumption took 1.7 us
+  // without, 1.2 with (bench/stage_trace).
+  struct warm_up {
+    const operation* op = nullptr;  // with its completion (operation::prefetch)
+    const void* state = nullptr;    // and `state_bytes` of the continuation's own
+    std::size_t state_bytes = 0;
+  };
+  void watch_armed(ticket armed, continuation done, warm_up warm);
+  void watch_armed(ticket armed, continuation done) { watch_armed(std::move(armed), std::move(done), warm_up{}); }
 
   // Blocks until nothing is watched.
   void drain();
@@ -88,6 +99,7 @@ class completion_bridge {
     CUevent event = nullptr;
     CUstream stream = nullptr;
     continuation done;
+    warm_up warm;  // prefetched on arrival
     std::uint64_t sequence = 0;
     std::chrono::steady_clock::time_point since;  // when it was watched
     std::atomic<bool> fired{false};  // host_callback: the callback after the event has run
@@ -107,11 +119,13 @@ class completion_bridge {
   bool take_incoming();
   // Sleeps until a submission, a host function or `until` (the bridge thread only).
   void park(std::optional<std::chrono::steady_clock::time_point> until);
-  // Queries the front of each stream; returns the finished ones, popped from pending_.
-  std::vector<std::pair<entry_ptr, CUresult>> collect_finished();
+  using finished_list = std::vector<std::pair<entry_ptr, CUresult>>;
+  // Looks at the front of each stream (at `now`); puts the finished ones, popped from pending_, in
+  // finished_. Returns whether any finished.
+  bool collect_finished(std::chrono::steady_clock::time_point now);
   void pop_front(const entry_ptr& item);
-  // Calls the continuations and recycles the events.
-  void finish(std::vector<std::pair<entry_ptr, CUresult>>& finished);
+  // Calls the continuations, then recycles the flags and events; empties `finished`.
+  void finish(finished_list& finished);
   // host_callback: flags fronts whose event failed (no callback will come for them).
   void mark_failed_fronts();
 
@@ -146,6 +160,8 @@ class completion_bridge {
   std::vector<entry_ptr> unfired_;
   std::vector<entry_ptr> arrivals_;  // scratch: incoming_ swapped out
   std::vector<entry_ptr> fronts_;    // scratch
+  finished_list finished_;           // scratch
+  bool queried_events_ = false;      // the last collect_finished asked cuEventQuery about work without a flag
   std::thread thread_;
 };
 

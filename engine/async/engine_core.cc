@@ -29,6 +29,7 @@
 #include "engine/transfer/plans.hpp"
 #include "engine/transfer/stream_names.hpp"
 #include "ferry/detail/check.hpp"
+#include "ferry/detail/stage_trace.hpp"
 #include "ferry/error.hpp"
 
 namespace ferry::detail {
@@ -323,7 +324,8 @@ void engine_core::impl::run_single(std::shared_ptr<operation> op, std::uint64_t 
 
 engine_core::impl::submission engine_core::impl::enqueue_and_arm(const prepared_transfer& transfer, CUstream stream) {
   submission submitted;
-  submitted.enqueued = transfer.bytes == 0 ? CUDA_SUCCESS : transfer.enqueue(stream);
+  submitted.enqueued = transfer.bytes == 0 ? CUDA_SUCCESS : transfer.enqueue(transfer, stream);
+  stage_trace::mark(stage_trace::stage::copy_enqueued);
   if (submitted.enqueued == CUDA_SUCCESS) submitted.armed = bridge->arm(stream, submitted.ticket);
   return submitted;
 }
@@ -344,6 +346,7 @@ void engine_core::impl::watch_submitted(std::shared_ptr<operation> op, std::uint
   const std::size_t bytes = transfer->bytes;
   const CUresult status = submitted.armed;
   if (status == CUDA_SUCCESS) {
+    const completion_bridge::warm_up touched{op.get(), transfer.get(), sizeof(prepared_transfer)};
     bridge->watch_armed(std::move(submitted.ticket), [this, op, sequence, transfer, stream, bytes](CUresult result) {
       if (result == CUDA_SUCCESS) {
         op->add_bytes(bytes);
@@ -355,9 +358,10 @@ void engine_core::impl::watch_submitted(std::shared_ptr<operation> op, std::uint
       transfer->hold.reset();
       transfer->counted.reset();
       complete(op, sequence);
-    });
+    }, touched);
   }
   finished_submitting();
+  stage_trace::mark(stage_trace::stage::handed_to_bridge);
   if (status != CUDA_SUCCESS) {
     // The work is on the stream but cannot be watched: wait for it here rather than lose track of the
     // caller's memory.
@@ -528,6 +532,7 @@ std::string prepared_transfer::label() const {
 
 prepared_transfer engine_core::prepare_copy(std::string_view operation, std::size_t count, std::size_t element_size,
                                             endpoint source, endpoint destination) {
+  stage_trace::mark(stage_trace::stage::prepare_begins);
   caller_context in_engine(impl_->driver, impl_->context);
   const plan_1d plan = plan_copy_1d(operation, count, element_size, source, destination);
   // A pageable side may be staged: the engine's threads then read or write it on the host, which
@@ -546,10 +551,11 @@ prepared_transfer engine_core::prepare_copy(std::string_view operation, std::siz
   transfer.pageable = source.kind == memory_kind::pageable_host || destination.kind == memory_kind::pageable_host;
   transfer.batchable = true;
   // The direct form; a pageable transfer uses it once its memory is page-locked (registered).
-  transfer.enqueue = [plan, source, destination](CUstream stream) {
+  transfer.enqueue = [plan](const prepared_transfer& self, CUstream stream) {
     const char* call = nullptr;
-    return enqueue_copy_1d(plan, source, destination, stream, call);
+    return enqueue_copy_1d(plan, self.source, self.destination, stream, call);
   };
+  stage_trace::mark(stage_trace::stage::prepare_ends);
   return transfer;
 }
 
@@ -566,7 +572,7 @@ prepared_transfer engine_core::prepare_copy_2d(std::string_view operation, std::
   transfer.destination = destination;
   transfer.extra = " (" + std::to_string(width) + " x " + std::to_string(height) + " elements)";
   const auto& driver = impl_->driver;
-  transfer.enqueue = [&driver, copy](CUstream stream) { return driver.cuMemcpy2DAsync(&copy, stream); };
+  transfer.enqueue = [&driver, copy](const prepared_transfer&, CUstream stream) { return driver.cuMemcpy2DAsync(&copy, stream); };
   return transfer;
 }
 
@@ -583,7 +589,8 @@ prepared_transfer engine_core::prepare_copy_peer(std::string_view operation, std
   transfer.destination = device_side("destination", destination);
   transfer.extra = " (context " + hex(source_context) + " to context " + hex(destination_context) + ")";
   const auto& driver = impl_->driver;
-  transfer.enqueue = [&driver, source, source_context, destination, destination_context, bytes](CUstream stream) {
+  transfer.enqueue = [&driver, source, source_context, destination, destination_context, bytes](const prepared_transfer&,
+                                                                                                CUstream stream) {
     return driver.cuMemcpyPeerAsync(destination, destination_context, source, source_context, bytes, stream);
   };
   return transfer;
@@ -601,7 +608,7 @@ prepared_transfer engine_core::prepare_fill(std::string_view operation, CUdevice
                    hex(destination);
   std::array<std::byte, 16> pattern{};  // the op may start after the caller's value is gone
   std::memcpy(pattern.data(), value, element_size);
-  transfer.enqueue = [destination, count, element_size, pattern](CUstream stream) {
+  transfer.enqueue = [destination, count, element_size, pattern](const prepared_transfer&, CUstream stream) {
     const char* call = nullptr;
     return enqueue_fill(destination, count, element_size, pattern.data(), stream, call);
   };
@@ -620,7 +627,7 @@ prepared_transfer engine_core::prepare_prefetch(std::string_view operation, CUde
                    (location.type == CU_MEM_LOCATION_TYPE_HOST ? std::string("the host")
                                                                : "device " + std::to_string(location.id));
   const auto& driver = impl_->driver;
-  transfer.enqueue = [&driver, pointer, bytes, location](CUstream stream) {
+  transfer.enqueue = [&driver, pointer, bytes, location](const prepared_transfer&, CUstream stream) {
     return driver.cuMemPrefetchAsync(pointer, bytes, location, 0, stream);
   };
   return transfer;
@@ -670,16 +677,19 @@ bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_trans
   const CUstream target = stream ? *stream : pool[next_pool_stream.fetch_add(1) % pool.size()];
   if (stream && !sequencer.try_claim(target)) return false;  // an op before it is still submitting
   caller_context in_engine(driver, context);
+  stage_trace::mark(stage_trace::stage::enqueue_begins);
   submission submitted = enqueue_and_arm(prepared, target);
   std::shared_ptr<operation> op;
   std::shared_ptr<prepared_transfer> transfer;
   std::uint64_t sequence = 0;
   try {
     op = make_op();
+    stage_trace::mark(stage_trace::stage::operation_made);
     transfer = std::make_shared<prepared_transfer>(std::move(prepared));
     transfer->plan = transfer_plan::pinned;
     transfer->counted = std::move(counted);
     sequence = admit();
+    stage_trace::mark(stage_trace::stage::admitted);
   } catch (...) {
     // Nothing can report this op's completion: let the GPU finish with the caller's memory first. (The
     // bridge takes the armed event back.)

@@ -9,7 +9,7 @@ bool operation::finish() {
   while (current != state::completed) {
     if (state_.compare_exchange_weak(current, state::completed)) {
       boost::system::error_code error;
-      {
+      if (failed_.load(std::memory_order_acquire)) {
         std::lock_guard lock(mutex_);
         error = error_;
       }

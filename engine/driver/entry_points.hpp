@@ -50,6 +50,7 @@
   X(cuMemHostGetDevicePointer, 3020)      \
   X(cuMemGetAddressRange, 3020)           \
   X(cuPointerGetAttribute, 4000)          \
+  X(cuPointerGetAttributes, 7000)         \
   X(cuMemcpyHtoD, 3020)                   \
   X(cuMemcpyDtoH, 3020)                   \
   X(cuMemcpyDtoD, 3020)                   \

@@ -239,6 +239,32 @@ BOOST_AUTO_TEST_CASE(pointer_attributes_describe_each_kind_of_memory_and_refuse_
   BOOST_TEST(sim().cuMemFreeHost(pinned) == CUDA_SUCCESS);
 }
 
+BOOST_AUTO_TEST_CASE(pointer_attributes_in_one_call_read_as_zero_for_unknown_pointers_as_the_driver_does) {
+  sim_context fixture;
+  CUdeviceptr device = device_alloc(4096);
+  CUpointer_attribute asked[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+                                 CU_POINTER_ATTRIBUTE_MEMORY_TYPE};
+  CUdeviceptr start = 1;
+  std::size_t size = 1;
+  unsigned type = 1;
+  void* answers[] = {&start, &size, &type};
+  BOOST_TEST(sim().cuPointerGetAttributes(3, asked, answers, device + 1000) == CUDA_SUCCESS);
+  BOOST_TEST(start == device);
+  BOOST_TEST(size == 4096u);
+  BOOST_TEST(type == static_cast<unsigned>(CU_MEMORYTYPE_DEVICE));
+
+  // Not an error, unlike cuPointerGetAttribute: each attribute is written as zero.
+  int stack = 0;
+  BOOST_TEST(sim().cuPointerGetAttributes(3, asked, answers, reinterpret_cast<CUdeviceptr>(&stack)) == CUDA_SUCCESS);
+  BOOST_TEST(start == 0u);
+  BOOST_TEST(size == 0u);
+  BOOST_TEST(type == 0u);
+  BOOST_TEST(sim().cuPointerGetAttributes(0, asked, answers, device) == CUDA_ERROR_INVALID_VALUE);
+  void* missing[] = {&start, nullptr, &type};
+  BOOST_TEST(sim().cuPointerGetAttributes(3, asked, missing, device) == CUDA_ERROR_INVALID_VALUE);
+  BOOST_TEST(sim().cuMemFree(device) == CUDA_SUCCESS);
+}
+
 BOOST_AUTO_TEST_CASE(current_usage_returns_to_where_it_started_once_everything_is_released) {
   sim_context fixture;
   const ferry::sim::usage before = ferry::sim::current_usage();

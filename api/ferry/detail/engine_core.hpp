@@ -109,7 +109,9 @@ struct prepared_transfer {
   transfer_plan plan = transfer_plan::automatic;
   std::shared_ptr<void> hold;  // kept until the GPU is done (a registration lease)
   std::shared_ptr<void> counted;  // the engine's count of small copies in flight, released with the transfer
-  std::function<CUresult(CUstream)> enqueue;  // single-submission ops: puts the work on a stream
+  // Single-submission ops: puts the work on a stream (given the transfer itself, so that a plain copy's
+  // needs no state of its own: std::function then holds it without an allocation).
+  std::function<CUresult(const prepared_transfer&, CUstream)> enqueue;
   std::string extra;  // what the label adds for 2-D, peer, fill and prefetch ops (empty for plain copies)
 
   // "engine::poke: 4096 bytes [0x... -> 0x...)": built only when a message needs it.

@@ -1,0 +1,159 @@
+// Where a co_awaited 4 KiB poke's round trip goes: the time at which it reaches each stage of the
+// engine (ferry/detail/stage_trace.hpp), median over 3,000 round trips, beside the raw driver's round
+// trip (cuMemcpyHtoDAsync + cuEventRecord, spin on cuEventQuery) in the same run. A diagnostic, not a
+// comparison for bench/results: the marks cost a clock read each (~40 ns on the H200's host).
+//
+// The engine must be built with the marks compiled in:
+//   bazel build -c opt --copt=-DFERRY_STAGE_TRACE //bench:stage_trace
+//   FERRY_BACKEND=cuda bazel-bin/bench/stage_trace
+// (for the GPU machine, add --dynamic_mode=off --platform_suffix=-bundle as tools/ferry bundle does, and
+// carry the binary in .gpu-bundle).
+#ifndef FERRY_STAGE_TRACE
+#error "bench/stage_trace needs the engine built with --copt=-DFERRY_STAGE_TRACE (see the top of this file)"
+#endif
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "bench/harness/driver_check.hpp"
+#include "engine/driver/driver_table.hpp"
+#include "ferry/detail/stage_trace.hpp"
+#include "ferry/engine.hpp"
+#include "ferry/ferry.hpp"
+
+namespace asio = boost::asio;
+using namespace ferry;
+using clock_type = std::chrono::steady_clock;
+using detail::stage_trace::stage;
+
+namespace {
+
+constexpr std::size_t small_bytes = 4096;
+constexpr int warm_up_trips = 1000;
+constexpr int measured_trips = 3000;
+constexpr std::size_t stage_count = static_cast<std::size_t>(stage::count);
+
+constexpr const char* stage_names[stage_count] = {
+    "prepare begins", "prepare ends", "enqueue begins", "copy enqueued", "flag enqueued", "event recorded",
+    "operation made", "admitted", "handed to bridge", "initiating call returns", "arrival taken (bridge)",
+    "flag seen (bridge)", "continuation begins", "completion begins", "handed to mailbox", "mailbox taken (io thread)",
+    "handler runs", "coroutine resumed"};
+
+double median(std::vector<double> values) {
+  std::erase_if(values, [](double v) { return std::isnan(v); });
+  if (values.empty()) return NAN;
+  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+  return values[values.size() / 2];
+}
+
+double raw_round_trip_us(const detail::driver_table& raw, CUdeviceptr destination, const void* source, CUstream stream) {
+  CUevent event = nullptr;
+  bench::check(raw.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  std::vector<double> samples;
+  for (int i = 0; i < warm_up_trips + measured_trips; ++i) {
+    const auto start = clock_type::now();
+    bench::check(raw.cuMemcpyHtoDAsync(destination, source, small_bytes, stream), "cuMemcpyHtoDAsync");
+    bench::check(raw.cuEventRecord(event, stream), "cuEventRecord");
+    CUresult status;
+    while ((status = raw.cuEventQuery(event)) == CUDA_ERROR_NOT_READY) {
+    }
+    bench::check(status, "cuEventQuery");
+    if (i >= warm_up_trips) samples.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - start).count());
+  }
+  raw.cuEventDestroy(event);
+  return median(samples);
+}
+
+// Per stage, the microseconds from the co_await's start at which each round trip reached it (NaN: not
+// reached, e.g. a completion posted rather than handed to the mailbox).
+std::vector<std::vector<double>> traced_round_trips(engine& gpu, asio::io_context& io, const std::uint8_t* source,
+                                                   CUdeviceptr destination, std::optional<stream_ref> stream) {
+  std::vector<std::vector<double>> reached(stage_count);
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    for (int i = 0; i < warm_up_trips + measured_trips; ++i) {
+      for (auto& at : detail::stage_trace::reached) at.store(0);
+      const auto start = clock_type::now().time_since_epoch().count();
+      if (stream) {
+        co_await gpu.poke(host_ptr<const std::uint8_t>(source), small_bytes, device_ptr<std::uint8_t>(destination),
+                          *stream, asio::use_awaitable);
+      } else {
+        co_await gpu.poke(host_ptr<const std::uint8_t>(source), small_bytes, device_ptr<std::uint8_t>(destination),
+                          asio::use_awaitable);
+      }
+      detail::stage_trace::mark(stage::resumed);
+      if (i < warm_up_trips) continue;
+      for (std::size_t k = 0; k < stage_count; ++k) {
+        const auto at = detail::stage_trace::reached[k].load();
+        reached[k].push_back(at != 0 ? (at - start) / 1000.0 : NAN);
+      }
+    }
+  }, asio::detached);
+  io.run();
+  return reached;
+}
+
+void print_table(const char* title, const std::vector<std::vector<double>>& reached, double raw_us) {
+  std::printf("\n%s (raw round trip in the same run: %.2f us)\n", title, raw_us);
+  std::printf("| stage | reached at, us (median) | since the stage before, us (median) |\n|---|---:|---:|\n");
+  for (std::size_t k = 0; k < stage_count; ++k) {
+    std::vector<double> since_before;  // since the latest stage before it that this round trip reached
+    for (std::size_t n = 0; n < reached[k].size(); ++n) {
+      double before = 0;
+      for (std::size_t j = k; j-- > 0;) {
+        if (!std::isnan(reached[j][n])) {
+          before = reached[j][n];
+          break;
+        }
+      }
+      since_before.push_back(reached[k][n] - before);
+    }
+    std::printf("| %s | %.2f | %.2f |\n", stage_names[k], median(reached[k]), median(since_before));
+  }
+  std::printf("round trip %.2f us: %.2fx the raw driver's\n", median(reached[stage_count - 1]),
+              median(reached[stage_count - 1]) / raw_us);
+}
+
+}  // namespace
+
+int main() try {
+  const auto& raw = detail::driver();
+  const device gpu_device = device::get(0);
+  context primary = context::primary(gpu_device);
+  context_guard guard(primary);
+  auto source = pinned_buffer<std::uint8_t>::allocate(small_bytes);
+  auto destination = device_buffer<std::uint8_t>::allocate(small_bytes);
+  std::mt19937_64 generator(5);
+  for (std::size_t i = 0; i < small_bytes; ++i) source.data()[i] = static_cast<std::uint8_t>(generator());
+  std::printf("ferry stage_trace on the %s backend: %s\n", std::string(to_string(active_backend())).c_str(),
+              gpu_device.name().c_str());
+
+  stream raw_stream = stream::create();
+  const double raw_us = raw_round_trip_us(raw, destination.get().get(), source.data(), raw_stream.get());
+  for (bool own_stream : {true, false}) {
+    asio::io_context io(1);
+    engine gpu{io.get_executor()};
+    stream ferry_stream = stream::create();
+    bench::check(raw.cuMemsetD8(destination.get().get(), 0xA5, small_bytes), "cuMemsetD8");
+    const auto reached = traced_round_trips(gpu, io, source.data(), destination.get().get(),
+                                            own_stream ? std::optional<stream_ref>(ferry_stream) : std::nullopt);
+    std::vector<std::uint8_t> back(small_bytes);
+    bench::check(raw.cuMemcpyDtoH(back.data(), destination.get().get(), small_bytes), "cuMemcpyDtoH");
+    if (std::memcmp(back.data(), source.data(), small_bytes) != 0) throw std::runtime_error("the poked bytes differ");
+    print_table(own_stream ? "co_await poke, on a stream of its own" : "co_await poke, on a pool stream", reached, raw_us);
+  }
+  return 0;
+} catch (const std::exception& error) {
+  std::fprintf(stderr, "stage_trace: %s\n", error.what());
+  return 1;
+}
