@@ -25,6 +25,12 @@ constexpr auto failure_check_interval = std::chrono::milliseconds(10);
 // event (a failed stream writes no flag), and learning of one this much later costs nothing.
 constexpr auto event_sweep_interval = std::chrono::microseconds(100);
 
+// Poll: while some stream's oldest pending work is younger than this, the bridge looks at flag words
+// every ~60 ns (4 pauses); otherwise every ~0.5 us (32 pauses), leaving more of the core to whatever
+// shares it (a hyperthread sibling may be copying staging chunks). Small copies finish inside it; a
+// look 0.5 us late costs a longer transfer under 1% of its time.
+constexpr auto fine_look_window = std::chrono::microseconds(50);
+
 std::unique_ptr<completion_flags> flags_for(const driver_table& driver, const engine_options& options,
                                             std::size_t words) {
   if (options.policy != completion_policy::poll) return nullptr;
@@ -315,14 +321,19 @@ void completion_bridge::run() {
       continue;
     }
     auto oldest = now;
-    for (const auto& [stream, queue] : pending_) oldest = std::min(oldest, queue.front()->since);
+    auto newest = std::chrono::steady_clock::time_point::min();
+    for (const auto& [stream, queue] : pending_) {
+      oldest = std::min(oldest, queue.front()->since);
+      newest = std::max(newest, queue.front()->since);
+    }
     if (young || now - oldest < pending_spin_) {
       // Young work: keep looking, with a short pause between looks, not a yield: a system call would
       // cost more than a look and could hand the core away for a time slice. Reading flag words costs
-      // nothing until the GPU writes them: ~60 ns between looks on the H200's host (32 pauses, as for
-      // events, made the bridge learn of a flag 0.3 us later on average). Spinning on cuEventQuery holds
-      // driver locks that submitting threads wait for: ~0.5 us between queries.
-      const int pauses = queried_events_ ? 32 : 4;
+      // nothing until the GPU writes them: ~60 ns between looks for young work (32 pauses made the
+      // bridge learn of a 4 KiB copy's flag 0.3 us later on average; see fine_look_window). Spinning
+      // on cuEventQuery holds driver locks that submitting threads wait for: ~0.5 us between queries.
+      const bool fine = !queried_events_ && now - newest < fine_look_window;
+      const int pauses = fine ? 4 : 32;
       for (int i = 0; i < pauses; ++i) __builtin_ia32_pause();
     } else {
       // Old work: sleep in proportion to how long the oldest pending work has run, so that noticing its

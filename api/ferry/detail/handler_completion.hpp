@@ -242,6 +242,8 @@ struct keep_awake {
   // looping through its scheduler holds the scheduler's mutex much of the time, and the completion's
   // post from the engine's thread then waits for that mutex (microseconds on the H200's host).
   static constexpr std::chrono::microseconds turn{20};
+  // How long after the last submission or completion a turn looks for a completion often (see below).
+  static constexpr std::chrono::microseconds fine_look_window{50};
 
   std::shared_ptr<pending_handlers::registry> owner;
   Executor executor;
@@ -256,21 +258,26 @@ struct keep_awake {
   // consistent state.
   void operator()() {
     const std::uint64_t posted = owner->posted.load(std::memory_order_acquire);
+    const std::int64_t turn_begins = steady_ticks();
     const std::int64_t turn_ends =
-        steady_ticks() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(turn).count();
+        turn_begins + std::chrono::duration_cast<std::chrono::steady_clock::duration>(turn).count();
+    // Right after a submission or completion another is likely soon: look often then (see the loop).
+    const bool recent = turn_begins - owner->last_activity.load() <
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(fine_look_window).count();
     owner->mailbox.store(nullptr, std::memory_order_release);  // open: one turn runs at a time
     // Ends early when a completion was posted (now, or before the turn began and not yet run: it waits
-    // in the queue behind this task). A look is three loads and two pauses (~40 ns on the H200's host),
-    // so that a handed-over completion runs soon after it arrives; the clock and wanted() (~40 ns a
-    // clock read) are looked at every 16th time only. (16 pauses and both clock reads between looks:
-    // ~0.35 us, half of which a completion waited on average.)
+    // in the queue behind this task). Within fine_look_window of the last activity a look is three loads
+    // and two pauses (~40 ns on the H200's host), so that a handed-over completion runs soon after it
+    // arrives (16 pauses and two clock reads between looks: ~0.35 us, half of which a completion waited
+    // on average); later, 16 pauses, leaving more of the core to what shares it. The clock and wanted()
+    // (~40 ns a clock read) are looked at every 16th time only.
+    const int pauses = recent ? 2 : 16;
     for (unsigned look = 1; owner->mailbox.load(std::memory_order_acquire) == nullptr &&
                             owner->posted.load(std::memory_order_acquire) == posted &&
                             owner->posted_not_run.load(std::memory_order_acquire) == 0;
          ++look) {
       if (look % 16 == 0 && (steady_ticks() >= turn_ends || !wanted())) break;
-      spin_pause();
-      spin_pause();
+      for (int i = 0; i < pauses; ++i) spin_pause();
     }
     delivery_list handed(owner->mailbox.exchange(pending_handlers::registry::closed(), std::memory_order_acq_rel));
     if (stage_trace::enabled && !handed.empty()) stage_trace::mark(stage_trace::stage::mailbox_taken);
