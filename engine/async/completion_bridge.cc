@@ -27,8 +27,8 @@ constexpr auto event_sweep_interval = std::chrono::microseconds(100);
 
 // Poll: while some stream's oldest pending work is younger than this, the bridge looks at flag words
 // every ~60 ns (4 pauses); otherwise every ~0.5 us (32 pauses), leaving more of the core to whatever
-// shares it (a hyperthread sibling may be copying staging chunks). Small copies finish inside it; a
-// look 0.5 us late costs a longer transfer under 1% of its time.
+// shares it (on a virtual machine, a hyperthread sibling may be another of our threads). Small copies
+// finish inside it; a look 0.5 us late costs a longer transfer under 1% of its time.
 constexpr auto fine_look_window = std::chrono::microseconds(50);
 
 std::unique_ptr<completion_flags> flags_for(const driver_table& driver, const engine_options& options,

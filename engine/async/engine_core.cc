@@ -572,7 +572,9 @@ prepared_transfer engine_core::prepare_copy_2d(std::string_view operation, std::
   transfer.destination = destination;
   transfer.extra = " (" + std::to_string(width) + " x " + std::to_string(height) + " elements)";
   const auto& driver = impl_->driver;
-  transfer.enqueue = [&driver, copy](const prepared_transfer&, CUstream stream) { return driver.cuMemcpy2DAsync(&copy, stream); };
+  transfer.enqueue = [&driver, copy](const prepared_transfer&, CUstream stream) {
+    return driver.cuMemcpy2DAsync(&copy, stream);
+  };
   return transfer;
 }
 

@@ -280,7 +280,7 @@ struct keep_awake {
       for (int i = 0; i < pauses; ++i) spin_pause();
     }
     delivery_list handed(owner->mailbox.exchange(pending_handlers::registry::closed(), std::memory_order_acq_rel));
-    if (stage_trace::enabled && !handed.empty()) stage_trace::mark(stage_trace::stage::mailbox_taken);
+    if (!handed.empty()) stage_trace::mark(stage_trace::stage::mailbox_taken);
     const Executor here = executor;
     reschedule();  // moves *this away
     auto post_rest = [&] {
@@ -409,8 +409,8 @@ class handler_completion final : public completion, public pending_handlers::ent
     boost::system::error_code error;
     std::size_t bytes;
     void operator()() {
-      // The slot belongs to the handler; it is cleared on the handler's executor before the handler runs.
       stage_trace::mark(stage_trace::stage::handler_runs);
+      // The slot belongs to the handler; it is cleared on the handler's executor before the handler runs.
       boost::asio::get_associated_cancellation_slot(handler).clear();
       deliver(std::move(handler), error, bytes);
     }

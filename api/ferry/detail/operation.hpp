@@ -54,6 +54,7 @@ class operation {
   }
 
   void add_bytes(std::size_t bytes) noexcept { bytes_.fetch_add(bytes); }
+  std::size_t bytes() const noexcept { return bytes_.load(); }
 
   // Called by the thread that will complete the op, while it waits for the GPU: the op and its
   // handler were written by the submitting thread, on another core, and each line the completion
@@ -62,7 +63,6 @@ class operation {
     prefetch_for_write(this, sizeof(*this));
     done_->prefetch();
   }
-  std::size_t bytes() const noexcept { return bytes_.load(); }
 
   // Keeps the first error an op meets (enqueue failure, stream failure).
   void record_error(boost::system::error_code error, std::string detail) {
