@@ -5,16 +5,20 @@
 // on the H200's host), so the traced round trip is a little longer than bench/engine_latency's.
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/system/system_error.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <random>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "bench/harness/driver_check.hpp"
@@ -96,6 +100,40 @@ std::vector<std::vector<double>> traced_round_trips(engine& gpu, asio::io_contex
   return reached;
 }
 
+// The way of bench/transfer_bandwidth's size sweep: the poke is made on this thread, given no stream;
+// its handler runs on the engine's io_context, run by another thread, and raises a flag this thread
+// spins on ("coroutine resumed" is then this thread seeing the flag).
+std::vector<std::vector<double>> traced_round_trips_from_another_thread(engine& gpu, asio::io_context& io,
+                                                                       const std::uint8_t* source,
+                                                                       CUdeviceptr destination) {
+  auto keep_running = asio::make_work_guard(io);
+  std::thread io_thread([&] { io.run(); });
+  std::vector<std::vector<double>> reached(stage_count);
+  boost::system::error_code failure;
+  for (int i = 0; i < warm_up_trips + measured_trips && !failure; ++i) {
+    for (auto& at : detail::stage_trace::reached) at.store(0);
+    const auto start = clock_type::now().time_since_epoch().count();
+    std::atomic<bool> done{false};
+    gpu.poke(host_ptr<const std::uint8_t>(source), small_bytes, device_ptr<std::uint8_t>(destination),
+             [&](boost::system::error_code error, std::size_t) {
+               failure = error;
+               done.store(true, std::memory_order_release);
+             });
+    while (!done.load(std::memory_order_acquire)) {
+    }
+    detail::stage_trace::mark(stage::resumed);
+    if (i < warm_up_trips) continue;
+    for (std::size_t k = 0; k < stage_count; ++k) {
+      const auto at = detail::stage_trace::reached[k].load();
+      reached[k].push_back(at != 0 ? (at - start) / 1000.0 : NAN);
+    }
+  }
+  keep_running.reset();
+  io_thread.join();
+  if (failure) throw boost::system::system_error(failure);
+  return reached;
+}
+
 void print_table(const char* title, const std::vector<std::vector<double>>& reached, double raw_us) {
   std::printf("\n%s (raw round trip in the same run: %.2f us)\n", title, raw_us);
   std::printf("| stage | reached at, us (median) | since the stage before, us (median) |\n|---|---:|---:|\n");
@@ -146,6 +184,17 @@ int main() try {
     if (std::memcmp(back.data(), source.data(), small_bytes) != 0) throw std::runtime_error("the poked bytes differ");
     print_table(own_stream ? "co_await poke, on a stream of its own" : "co_await poke, on a pool stream", reached,
                 raw_us);
+  }
+  {
+    asio::io_context io(1);
+    engine gpu{io.get_executor()};
+    bench::check(raw.cuMemsetD8(destination.get().get(), 0xA5, small_bytes), "cuMemsetD8");
+    const auto reached = traced_round_trips_from_another_thread(gpu, io, source.data(), destination.get().get());
+    std::vector<std::uint8_t> back(small_bytes);
+    bench::check(raw.cuMemcpyDtoH(back.data(), destination.get().get(), small_bytes), "cuMemcpyDtoH");
+    if (std::memcmp(back.data(), source.data(), small_bytes) != 0) throw std::runtime_error("the poked bytes differ");
+    print_table("poke from another thread, callback on the io thread raising a flag, pool stream (the size sweep's way)",
+                reached, raw_us);
   }
   return 0;
 } catch (const std::exception& error) {
