@@ -109,8 +109,8 @@ struct prepared_transfer {
   transfer_plan plan = transfer_plan::automatic;
   std::shared_ptr<void> hold;  // kept until the GPU is done (a registration lease)
   std::shared_ptr<void> counted;  // the engine's count of small copies in flight, released with the transfer
-  // Single-submission ops: puts the work on a stream (given the transfer itself, so that a plain copy's
-  // needs no state of its own: std::function then holds it without an allocation).
+  // Single-submission ops: puts the work on a stream. It is given the transfer itself, so that a plain
+  // copy's enqueue keeps no state of its own and std::function holds it without an allocation.
   std::function<CUresult(const prepared_transfer&, CUstream)> enqueue;
   std::string extra;  // what the label adds for 2-D, peer, fill and prefetch ops (empty for plain copies)
 
