@@ -72,6 +72,15 @@ double raw_round_trip_us(const detail::driver_table& raw, CUdeviceptr destinatio
   return median(samples);
 }
 
+// Appends, per stage, the microseconds from `start` (steady_clock ticks) at which this round trip reached
+// it, NaN where it did not.
+void record_stages(std::vector<std::vector<double>>& reached, std::int64_t start) {
+  for (std::size_t k = 0; k < stage_count; ++k) {
+    const auto at = detail::stage_trace::reached[k].load();
+    reached[k].push_back(at != 0 ? (at - start) / 1000.0 : NAN);
+  }
+}
+
 // Per stage, the microseconds from the co_await's start at which each round trip reached it (NaN: not
 // reached, e.g. a completion posted rather than handed to the mailbox).
 std::vector<std::vector<double>> traced_round_trips(engine& gpu, asio::io_context& io, const std::uint8_t* source,
@@ -90,10 +99,7 @@ std::vector<std::vector<double>> traced_round_trips(engine& gpu, asio::io_contex
       }
       detail::stage_trace::mark(stage::resumed);
       if (i < warm_up_trips) continue;
-      for (std::size_t k = 0; k < stage_count; ++k) {
-        const auto at = detail::stage_trace::reached[k].load();
-        reached[k].push_back(at != 0 ? (at - start) / 1000.0 : NAN);
-      }
+      record_stages(reached, start);
     }
   }, asio::detached);
   io.run();
@@ -123,10 +129,7 @@ std::vector<std::vector<double>> traced_round_trips_from_another_thread(engine& 
     }
     detail::stage_trace::mark(stage::resumed);
     if (i < warm_up_trips) continue;
-    for (std::size_t k = 0; k < stage_count; ++k) {
-      const auto at = detail::stage_trace::reached[k].load();
-      reached[k].push_back(at != 0 ? (at - start) / 1000.0 : NAN);
-    }
+    record_stages(reached, start);
   }
   keep_running.reset();
   io_thread.join();
@@ -170,6 +173,12 @@ int main() try {
   std::printf("ferry stage_trace on the %s backend: %s\n", std::string(to_string(active_backend())).c_str(),
               gpu_device.name().c_str());
 
+  // Every round trip poked the same random bytes: the destination, poisoned before each case, holds them.
+  auto expect_poked_bytes = [&] {
+    std::vector<std::uint8_t> back(small_bytes);
+    bench::check(raw.cuMemcpyDtoH(back.data(), destination.get().get(), small_bytes), "cuMemcpyDtoH");
+    if (std::memcmp(back.data(), source.data(), small_bytes) != 0) throw std::runtime_error("the poked bytes differ");
+  };
   stream raw_stream = stream::create();
   const double raw_us = raw_round_trip_us(raw, destination.get().get(), source.data(), raw_stream.get());
   for (bool own_stream : {true, false}) {
@@ -179,9 +188,7 @@ int main() try {
     bench::check(raw.cuMemsetD8(destination.get().get(), 0xA5, small_bytes), "cuMemsetD8");
     const auto reached = traced_round_trips(gpu, io, source.data(), destination.get().get(),
                                             own_stream ? std::optional<stream_ref>(ferry_stream) : std::nullopt);
-    std::vector<std::uint8_t> back(small_bytes);
-    bench::check(raw.cuMemcpyDtoH(back.data(), destination.get().get(), small_bytes), "cuMemcpyDtoH");
-    if (std::memcmp(back.data(), source.data(), small_bytes) != 0) throw std::runtime_error("the poked bytes differ");
+    expect_poked_bytes();
     print_table(own_stream ? "co_await poke, on a stream of its own" : "co_await poke, on a pool stream", reached,
                 raw_us);
   }
@@ -190,9 +197,7 @@ int main() try {
     engine gpu{io.get_executor()};
     bench::check(raw.cuMemsetD8(destination.get().get(), 0xA5, small_bytes), "cuMemsetD8");
     const auto reached = traced_round_trips_from_another_thread(gpu, io, source.data(), destination.get().get());
-    std::vector<std::uint8_t> back(small_bytes);
-    bench::check(raw.cuMemcpyDtoH(back.data(), destination.get().get(), small_bytes), "cuMemcpyDtoH");
-    if (std::memcmp(back.data(), source.data(), small_bytes) != 0) throw std::runtime_error("the poked bytes differ");
+    expect_poked_bytes();
     print_table("poke from another thread, callback on the io thread raising a flag, pool stream (the size sweep's way)",
                 reached, raw_us);
   }
