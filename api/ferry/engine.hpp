@@ -30,13 +30,18 @@
 // - Which thread runs the handler: a thread running the handler's associated executor (the engine's
 //   executor when the handler has none), through asio::post, or, for an io_context's own executor, run
 //   by the engine's keep-awake task on one of its threads (README, "Keeping the handler's io_context
-//   awake"); never the initiating thread inside the initiating call, never an engine thread.
+//   awake"); never the initiating thread inside the initiating call, never an engine thread. Work is
+//   tracked on the engine's executor and on the handler's until the handler has run.
+// - Memory: an op's state comes from the global allocator, not the handler's associated allocator; the
+//   engine holds it until the GPU is done with the op's memory, which can be after the handler has run
+//   (Asio asks that associated-allocator memory be freed before the handler is invoked).
 // - Ordering: ops given the same stream_ref run in submission order; ops given none run on pool streams
 //   and may overlap. order(first, then) makes later work on `then` wait for work on `first` (an event,
 //   never a host wait); wait_all completes when everything submitted before it is done.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/cancellation_type.hpp>
 
@@ -229,8 +234,10 @@ class engine {
     return peek(source, std::span<std::remove_const_t<T>>(destination), stream, std::forward<Token>(token));
   }
   // Into a new vector of `count` elements, handed over in the completion: void(error_code, std::vector<T>).
+  // The source range is checked before the vector is made (a bad count never costs host memory).
   template <storable T, class Token>
   auto peek(device_ptr<const T> source, std::size_t count, Token&& token) {
+    core_->check_device_range("engine::peek", count, sizeof(T), detail::device_side("source", source.get()));
     auto owned = std::make_shared<std::vector<std::remove_const_t<T>>>(count);
     auto transfer = core_->prepare_copy("engine::peek", count, sizeof(T), detail::device_side("source", source.get()),
                                         detail::pageable_side("destination", owned->data()));
@@ -259,7 +266,7 @@ class engine {
   }
 
   // A width x height region (elements) at (x, y) of arrays whose rows are `width`s apart, as
-  // peek_array_2d. Either side may be device memory or page-locked host memory (host_ptr).
+  // peek_array_2d. Either side may be device memory or page-locked host memory (host_ptr), both sides too.
   template <class Source, class Destination, class Token>
   auto copy_2d(std::size_t width, std::size_t height, Source source, std::size_t source_width, std::size_t source_x,
                std::size_t source_y, Destination destination, std::size_t destination_width, std::size_t destination_x,
@@ -322,10 +329,11 @@ class engine {
   template <class Token>
   auto wait_all(Token&& token) {
     return boost::asio::async_initiate<Token, status_signature>(
-        [this](auto handler) {
-          auto op = make_operation(std::move(handler), deliver_status{});
-          core_->wait_all(std::move(op));
-        },
+        initiation{executor_,
+                   [this](auto handler) {
+                     auto op = make_operation(std::move(handler), deliver_status{});
+                     core_->wait_all(std::move(op));
+                   }},
         token);
   }
 
@@ -375,6 +383,22 @@ class engine {
     }
   };
 
+  // What async_initiate is given: the launch of an op, naming the engine's executor as its associated
+  // executor, as the initiations of Asio's I/O objects do. Tokens that take their executor from the
+  // initiation (experimental::use_promise) then resume on the engine's executor, not a system thread.
+  template <class Launch>
+  struct initiation {
+    using executor_type = engine::executor_type;
+    initiation(executor_type executor, Launch launch) : executor(std::move(executor)), launch(std::move(launch)) {}
+    executor_type executor;
+    Launch launch;
+    executor_type get_executor() const noexcept { return executor; }
+    template <class Handler, class... Arguments>
+    void operator()(Handler&& handler, Arguments&&... arguments) {
+      launch(std::forward<Handler>(handler), std::forward<Arguments>(arguments)...);
+    }
+  };
+
   template <class T>
   static detail::endpoint side_of(std::string_view argument, device_ptr<T> pointer) {
     return detail::device_side(argument, pointer.get());
@@ -407,11 +431,12 @@ class engine {
   template <class Deliver, class Signature, class Token>
   auto start(detail::prepared_transfer transfer, std::optional<CUstream> stream, Deliver deliver, Token&& token) {
     return boost::asio::async_initiate<Token, Signature>(
-        [this, stream, deliver = std::move(deliver)](auto handler, detail::prepared_transfer transfer) mutable {
-          auto make = [&] { return make_operation(std::move(handler), std::move(deliver)); };
-          core_->start(detail::operation_factory(make), std::move(transfer), stream);
-          detail::stage_trace::mark(detail::stage_trace::stage::initiating_call_returns);
-        },
+        initiation{executor_,
+                   [this, stream, deliver = std::move(deliver)](auto handler, detail::prepared_transfer transfer) mutable {
+                     auto make = [&] { return make_operation(std::move(handler), std::move(deliver)); };
+                     core_->start(detail::operation_factory(make), std::move(transfer), stream);
+                     detail::stage_trace::mark(detail::stage_trace::stage::initiating_call_returns);
+                   }},
         token, std::move(transfer));
   }
 

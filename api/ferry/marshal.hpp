@@ -125,9 +125,11 @@ void peek_array_2d_async(std::size_t width, std::size_t height, device_ptr<T> so
                   {destination_width, destination_x, destination_y}, stream.get());
 }
 
-// Reads `count` elements into a new vector (the seed's list).
+// Reads `count` elements into a new vector (the seed's list). The source range is checked before the
+// vector is made: a count past the allocation is an invalid_argument, not a host allocation.
 template <storable T>
 std::vector<std::remove_const_t<T>> peek_list_array(std::size_t count, device_ptr<T> source) {
+  detail::check_device_range("peek_list_array", count, sizeof(T), detail::device_side("source", source.get()));
   std::vector<std::remove_const_t<T>> values(count);
   detail::copy_1d("peek_list_array", count, sizeof(T), detail::device_side("source", source.get()),
                   detail::pageable_side("destination", values.data()), std::nullopt);

@@ -129,6 +129,9 @@ struct engine_core::impl {
   int exit_ticket = -1;
   std::atomic<bool> stopped_for_exit{false};  // the process is exiting: no more driver calls
   std::atomic<std::size_t> pinned_plans{0}, registered_plans{0}, staged_plans{0}, batched_plans{0};
+  // Counts the plan a transfer takes and reports it (engine_options::on_plan): once the plan is final, so
+  // that the report and plan_counts() always agree.
+  void record_plan(const prepared_transfer& transfer, transfer_plan plan);
   // Read once, and the machine-dependent defaults below chosen from it in one place:
   // std::thread::hardware_concurrency() opens /sys/devices/system/cpu/online on each call (glibc), a few
   // microseconds that every op paid while executor_spin() asked it.
@@ -503,6 +506,16 @@ struct staged_state : std::enable_shared_from_this<staged_state> {
   }
 };
 
+void engine_core::impl::record_plan(const prepared_transfer& transfer, transfer_plan plan) {
+  switch (plan) {
+    case transfer_plan::registered: registered_plans++; break;
+    case transfer_plan::staged: staged_plans++; break;
+    case transfer_plan::batched: batched_plans++; break;
+    default: pinned_plans++; break;
+  }
+  if (options.on_plan) options.on_plan(transfer.operation, plan, transfer.bytes);
+}
+
 void engine_core::impl::run_staged(std::shared_ptr<operation> op, std::uint64_t sequence,
                                    std::shared_ptr<prepared_transfer> transfer, CUstream stream, bool sequenced) {
   auto state = std::make_shared<staged_state>();
@@ -557,6 +570,12 @@ prepared_transfer engine_core::prepare_copy(std::string_view operation, std::siz
   };
   stage_trace::mark(stage_trace::stage::prepare_ends);
   return transfer;
+}
+
+void engine_core::check_device_range(std::string_view operation, std::size_t count, std::size_t element_size,
+                                     endpoint side) {
+  caller_context in_engine(impl_->driver, impl_->context);
+  detail::check_device_range(operation, count, element_size, side);
 }
 
 prepared_transfer engine_core::prepare_copy_2d(std::string_view operation, std::size_t width, std::size_t height,
@@ -702,8 +721,7 @@ bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_trans
     if (stream) sequencer.done(target);
     throw;
   }
-  pinned_plans++;
-  if (options.on_plan) options.on_plan(transfer->operation, transfer_plan::pinned, transfer->bytes);
+  record_plan(*transfer, transfer_plan::pinned);
   watch_submitted(std::move(op), sequence, std::move(transfer), target, stream.has_value(), std::move(submitted));
   return true;
 }
@@ -760,13 +778,8 @@ void engine_core::start(operation_factory make_op, prepared_transfer prepared, s
     if (engine.batcher->offer(item)) plan = transfer_plan::batched;
   }
   transfer->plan = plan;
-  switch (plan) {
-    case transfer_plan::registered: engine.registered_plans++; break;
-    case transfer_plan::staged: engine.staged_plans++; break;
-    case transfer_plan::batched: engine.batched_plans++; break;
-    default: engine.pinned_plans++; break;
-  }
-  if (engine.options.on_plan) engine.options.on_plan(transfer->operation, plan, transfer->bytes);
+  // A registered plan is final only once the memory is registered, on an engine thread (below).
+  if (plan != transfer_plan::registered) engine.record_plan(*transfer, plan);
   if (plan == transfer_plan::batched) return;
 
   auto submit = [&engine, op, sequence, transfer, target, sequenced] {
@@ -778,10 +791,11 @@ void engine_core::start(operation_factory make_op, prepared_transfer prepared, s
       engine.post_work([&engine, op, sequence, transfer, target, sequenced] {
         const endpoint& host = host_side_of(*transfer);
         transfer->hold = engine.registrations->acquire(host.address, transfer->bytes, true);
+        // The driver may refuse the registration (the range overlaps memory registered already, or it
+        // cannot lock the pages): the transfer is staged instead, and reported so.
+        transfer->plan = transfer->hold ? transfer_plan::registered : transfer_plan::staged;
+        engine.record_plan(*transfer, transfer->plan);
         if (!transfer->hold) {
-          engine.staged_plans++;
-          engine.registered_plans--;
-          transfer->plan = transfer_plan::staged;
           engine.run_staged(op, sequence, transfer, target, sequenced);
         } else {
           engine.run_single(op, sequence, transfer, target, sequenced);

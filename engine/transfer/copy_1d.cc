@@ -22,6 +22,10 @@ plan_1d plan_copy_1d(std::string_view operation, std::size_t count, std::size_t 
   return {bytes, from_host ? direction::host_to_device : to_host ? direction::device_to_host : direction::device_to_device};
 }
 
+void check_device_range(std::string_view operation, std::size_t count, std::size_t element_size, endpoint side) {
+  check_side(operation, side, 0, byte_size(operation, "count", count, element_size));
+}
+
 CUresult enqueue_copy_1d(const plan_1d& plan, const endpoint& source, const endpoint& destination,
                          stream_choice stream, const char*& call) {
   const auto& driver = detail::driver();

@@ -113,8 +113,12 @@ CUDA_MEMCPY2D plan_copy_2d(std::string_view operation, std::size_t width, std::s
   const footprint destination_bytes = check_plane(operation, width, height, element_size, destination, destination_plane);
   const bool source_on_device = source.kind == memory_kind::device;
   const bool destination_on_device = destination.kind == memory_kind::device;
-  if (!source_on_device && !destination_on_device) {
-    throw_invalid_argument(operation, "source and destination are both host memory; ferry copies to or from a device");
+  // Page-locked to page-locked is a copy the driver does on a stream (cuMemcpy2DAsync); pageable memory
+  // moves only to or from a device.
+  const bool both_pinned = source.kind == memory_kind::pinned_host && destination.kind == memory_kind::pinned_host;
+  if (!source_on_device && !destination_on_device && !both_pinned) {
+    throw_invalid_argument(operation, "source and destination are both host memory, and not both page-locked; ferry "
+                                      "copies pageable memory only to or from a device");
   }
   {  // whatever the kinds, as for 1-D copies: a host pointer may name memory the device side names too
     check_regions_disjoint(operation, width, height, element_size, source, source_plane, source_bytes, destination,

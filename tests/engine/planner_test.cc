@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <string>
@@ -26,6 +27,8 @@ using ferry::testing::random_vector;
 using ferry::testing::same_bytes;
 
 namespace {
+
+using plan_counts_type = decltype(std::declval<engine>().plan_counts());
 
 constexpr std::size_t big = (2 << 20) / 4;  // 2 MiB of uint32: above the test's 1 MiB threshold
 
@@ -213,6 +216,31 @@ BOOST_AUTO_TEST_CASE(small_copies_one_after_another_are_never_held_for_a_batch) 
   }
   BOOST_TEST(same_bytes(peek_list_array(copies * words, destination.get()), values));
   BOOST_TEST((plans() == std::vector<transfer_plan>(copies, transfer_plan::pinned)));
+}
+
+// A forced registration the driver refuses (the range overlaps one registered already) is staged, and
+// reported as staged: on_plan and plan_counts() always agree.
+BOOST_AUTO_TEST_CASE(a_forced_registration_that_fails_is_reported_as_the_staged_plan_it_became) {
+  constexpr std::size_t half = big / 2;  // 1 MiB of uint32
+  const auto values = random_vector<std::uint32_t>(3 * half, 840);
+  auto destination = gpu->allocate<std::uint32_t>(big);
+  const transfer_options forced{.plan = transfer_plan::registered};
+  std::map<transfer_plan, std::size_t> reported;
+  for (int round = 0; round < 6; ++round) {
+    // [0, 2 MiB) then [1 MiB, 3 MiB), alternately: each overlaps the other's registration, and the cache
+    // has room for both, so nothing is dropped to make room.
+    const std::span<const std::uint32_t> part(values.data() + (round % 2) * half, big);
+    BOOST_TEST(gpu->poke(part, destination.get(), forced, asio::use_future).get() == big * 4);
+    BOOST_TEST(same_bytes(peek_list_array(big, destination.get()), std::vector(part.begin(), part.end())));
+    for (transfer_plan plan : plans()) ++reported[plan];
+  }
+  const plan_counts_type counted = gpu->plan_counts();
+  BOOST_TEST(reported[transfer_plan::registered] == counted.registered);
+  BOOST_TEST(reported[transfer_plan::staged] == counted.staged);
+  BOOST_TEST(reported[transfer_plan::registered] + reported[transfer_plan::staged] == 6u);
+  BOOST_TEST(counted.registered >= 1u);  // the first was registered
+  if (ferry::testing::on_sim()) BOOST_TEST(counted.staged >= 1u);  // the sim refuses overlapping ranges, as CUDA does
+  gpu->forget_host_memory(std::span(values));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

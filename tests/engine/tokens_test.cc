@@ -221,4 +221,45 @@ BOOST_AUTO_TEST_CASE(bad_arguments_throw_from_the_initiating_function_before_any
   BOOST_TEST(calls == 0);
 }
 
+// peek(source, count, token) makes the vector it hands back only after the source range is checked.
+BOOST_AUTO_TEST_CASE(an_owned_vector_peek_checks_its_count_before_it_allocates_the_vector) {
+  auto a = gpu.allocate<std::uint64_t>(16);
+  int calls = 0;
+  auto handler = [&](boost::system::error_code, std::vector<std::uint64_t>) { ++calls; };
+  const std::size_t overflowing = SIZE_MAX / 4;
+  ferry::testing::expect_error<std::invalid_argument>(
+      [&] { gpu.peek(device_ptr<const std::uint64_t>(a.get()), overflowing, handler); },
+      {"engine::peek: count of " + std::to_string(overflowing) + " elements of 8 bytes overflows"});
+  ferry::testing::expect_error<std::invalid_argument>(
+      [&] { gpu.peek(device_ptr<const std::uint64_t>(a.get()), std::size_t{1} << 40, handler); },
+      {"engine::peek: source range", "bytes past the end of its allocation"});
+  ferry::testing::run_for_a_while(io);
+  BOOST_TEST(calls == 0);
+}
+
+// Both sides page-locked: the driver copies the region on the stream (cuMemcpy2DAsync host to host).
+BOOST_AUTO_TEST_CASE(copy_2d_copies_between_two_page_locked_host_arrays) {
+  constexpr std::size_t region_width = 37, region_height = 11, source_pitch = 64, destination_pitch = 50;
+  auto source = malloc_host_foreign_ptr<std::uint16_t>(alloc_flags::none, source_pitch * 16);
+  auto destination = malloc_host_foreign_ptr<std::uint16_t>(alloc_flags::none, destination_pitch * 16);
+  const auto values = random_vector<std::uint16_t>(source_pitch * 16, 130);
+  std::copy(values.begin(), values.end(), source.get().get());
+  ferry::testing::poison_fill(std::span(destination.get().get(), destination_pitch * 16));
+  std::vector<std::uint16_t> expected(destination.get().get(), destination.get().get() + destination_pitch * 16);
+  for (std::size_t row = 0; row < region_height; ++row) {
+    for (std::size_t column = 0; column < region_width; ++column) {
+      expected[(3 + row) * destination_pitch + 2 + column] = values[(1 + row) * source_pitch + 5 + column];
+    }
+  }
+  stream s = stream::create();
+  ferry::testing::outcome result;
+  gpu.copy_2d(region_width, region_height, host_ptr<const std::uint16_t>(source.get().get()), source_pitch, 5, 1,
+              destination.get(), destination_pitch, 2, 3, s, ferry::testing::record(result));
+  BOOST_REQUIRE(ferry::testing::run_until(io, [&] { return result.calls == 1; }));
+  BOOST_TEST(!result.error);
+  BOOST_TEST(result.bytes == region_width * region_height * 2);
+  BOOST_TEST(same_bytes(std::vector<std::uint16_t>(destination.get().get(), destination.get().get() + destination_pitch * 16),
+                        expected));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -154,6 +154,22 @@ BOOST_AUTO_TEST_CASE(element_counts_whose_byte_size_overflows_are_rejected) {
                                       {"malloc_array: count of", "overflows size_t"});
 }
 
+// The list form makes its vector only after the device range is checked: a count past the allocation
+// is an invalid_argument, never a host allocation (2^40 elements of 8 bytes would be 8 TiB).
+BOOST_AUTO_TEST_CASE(a_list_peek_checks_its_count_before_it_allocates_the_list) {
+  device_buffer<std::uint64_t> device = device_buffer<std::uint64_t>::allocate(16);
+  const std::size_t overflowing = SIZE_MAX / 4;
+  expect_error<std::invalid_argument>([&] { (void)peek_list_array(overflowing, device.get()); },
+                                      {"peek_list_array: count of " + std::to_string(overflowing) +
+                                       " elements of 8 bytes overflows"});
+  const std::size_t terabytes = std::size_t{1} << 40;
+  expect_error<std::invalid_argument>([&] { (void)peek_list_array(terabytes, device.get()); },
+                                      {"peek_list_array: source range", "bytes past the end of its allocation",
+                                       "of 128 bytes"});
+  expect_error<std::invalid_argument>([&] { (void)peek_list_array(17, device.get()); },
+                                      {"peek_list_array: source range", "runs 8 bytes past the end"});
+}
+
 BOOST_AUTO_TEST_CASE(overlapping_copy_array_ranges_are_rejected) {
   device_buffer<std::uint32_t> device = device_buffer<std::uint32_t>::allocate(100);
   expect_error<std::invalid_argument>([&] { copy_array(50, device.get(), device.get() + 49); },

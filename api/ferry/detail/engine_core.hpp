@@ -78,7 +78,11 @@ struct engine_options {
   std::chrono::microseconds batch_window{20};
   std::size_t batch_max_bytes = std::size_t{64} << 10;
   std::size_t batch_most_copies = 256;
-  // Called with each transfer's plan as it is decided (the trace event), on the initiating thread.
+  // Called with each transfer's plan once it is final (the trace event): on the initiating thread, except
+  // for a registered plan, which is final only once the memory is registered, on an engine thread. A
+  // transfer whose registration the driver refuses (its range overlaps memory registered already, or the
+  // pages cannot be locked) is staged instead, a forced transfer_plan::registered too, and reported as
+  // staged. Each report is counted in engine::plan_counts() as it is made. It must not throw.
   std::function<void(std::string_view operation, transfer_plan plan, std::size_t bytes)> on_plan;
   // Called (on an engine thread) with the description of every failed operation: the operation, stream,
   // device, byte range and driver status. error_codes carry the status; this carries the context.
@@ -154,6 +158,8 @@ class engine_core {
   // Argument checks (std::invalid_argument before anything is enqueued). count is in elements.
   prepared_transfer prepare_copy(std::string_view operation, std::size_t count, std::size_t element_size,
                                  endpoint source, endpoint destination);
+  // The device side alone (check_device_range in the engine's context), for ops that allocate the host side.
+  void check_device_range(std::string_view operation, std::size_t count, std::size_t element_size, endpoint side);
   prepared_transfer prepare_copy_2d(std::string_view operation, std::size_t width, std::size_t height,
                                     std::size_t element_size, endpoint source, plane source_plane,
                                     endpoint destination, plane destination_plane);

@@ -14,13 +14,14 @@
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/defer.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/execution/context.hpp>
 #include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/execution_context.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/execution/executor.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
 #include <boost/asio/query.hpp>
@@ -157,6 +158,34 @@ inline std::shared_ptr<pending_handlers::registry> registry_of(boost::asio::exec
   }
   return remembered;
 }
+
+// The execution context of an executor of either of Asio's models: a standard executor (query) or a
+// Networking TS one such as io_context::strand (context()).
+template <class Executor>
+boost::asio::execution_context& context_of(const Executor& executor) {
+  if constexpr (boost::asio::execution::is_executor<Executor>::value) {
+    return boost::asio::query(executor, boost::asio::execution::context);
+  } else {
+    return executor.context();
+  }
+}
+
+// Outstanding work on an executor of either of Asio's models, chosen as Asio's own handler_work chooses:
+// a standard executor (asio::strand over one too) counts it through the outstanding_work.tracked
+// property, a Networking TS executor (io_context::strand) through on_work_started / on_work_finished.
+template <class Executor, class = void>
+struct tracked_work {
+  using type = boost::asio::executor_work_guard<Executor>;
+  static type start(const Executor& executor) { return type(executor); }
+};
+template <class Executor>
+struct tracked_work<Executor, std::enable_if_t<boost::asio::execution::is_executor<Executor>::value>> {
+  using type = std::decay_t<decltype(boost::asio::prefer(std::declval<Executor>(),
+                                                         boost::asio::execution::outstanding_work.tracked))>;
+  static type start(const Executor& executor) {
+    return boost::asio::prefer(executor, boost::asio::execution::outstanding_work.tracked);
+  }
+};
 
 // Whether handlers of `executor` may run on any thread of its io_context, in any handler there (no strand).
 template <class Executor>
@@ -317,17 +346,21 @@ struct keep_awake {
 template <class Handler, class Deliver>
 class handler_completion final : public completion, public pending_handlers::entry {
   using executor_type = boost::asio::associated_executor_t<Handler, boost::asio::any_io_executor>;
-  using work_type = std::decay_t<decltype(boost::asio::prefer(std::declval<executor_type>(),
-                                                              boost::asio::execution::outstanding_work.tracked))>;
+  using work_type = typename tracked_work<executor_type>::type;
+  using io_work_type = typename tracked_work<boost::asio::any_io_executor>::type;
 
  public:
-  // `spin`: how long the handler's io_context is kept awake without activity (zero: not at all).
-  handler_completion(Handler handler, const boost::asio::any_io_executor& fallback, Deliver deliver,
+  // `io_executor`: the engine's (the I/O executor, also the handler's when it has none of its own).
+  // Work is counted on both until the handler has run, as Asio's own operations do, so that neither
+  // io_context's run() returns while the op is pending. `spin`: how long the handler's io_context is
+  // kept awake without activity (zero: not at all).
+  handler_completion(Handler handler, const boost::asio::any_io_executor& io_executor, Deliver deliver,
                      std::chrono::microseconds spin)
-      : executor_(boost::asio::get_associated_executor(handler, fallback)),
-        registry_(registry_of(boost::asio::query(executor_, boost::asio::execution::context))),
+      : executor_(boost::asio::get_associated_executor(handler, io_executor)),
+        registry_(registry_of(context_of(executor_))),
         handler_(std::move(handler)),
-        work_(boost::asio::prefer(executor_, boost::asio::execution::outstanding_work.tracked)),
+        work_(tracked_work<executor_type>::start(executor_)),
+        io_work_(tracked_work<boost::asio::any_io_executor>::start(io_executor)),
         deliver_(std::move(deliver)) {
     {
       std::lock_guard lock(registry_->mutex);
@@ -372,6 +405,7 @@ class handler_completion final : public completion, public pending_handlers::ent
     no_longer_owed();
     handler_.reset();
     work_.reset();
+    io_work_.reset();
   }
 
  private:
@@ -379,9 +413,10 @@ class handler_completion final : public completion, public pending_handlers::ent
     std::lock_guard lock(registry_->mutex);
     // Gone from the registry: the context shut down and destroyed the handler already.
     if (!registry_->unlink(this)) return;
-    bound_handler run{std::move(*handler_), std::move(*work_), std::move(deliver_), error, bytes};
+    bound_handler run{std::move(*handler_), std::move(*work_), std::move(*io_work_), std::move(deliver_), error, bytes};
     handler_.reset();
     work_.reset();
+    io_work_.reset();
     // A kept-awake thread of the handler's io_context waiting in a keep_awake turn runs it there, without
     // a trip through the scheduler (a plain io_context executor only: a strand's handlers must go
     // through the strand).
@@ -402,17 +437,22 @@ class handler_completion final : public completion, public pending_handlers::ent
   }
 
   // The handler with its result, as it is posted or handed to a keep_awake turn.
+  // The handler's cancellation slot is left as the initiation set it: the slot is its owner's (a
+  // parallel group may emit into it from another thread at any time), and the cancellation handler
+  // ferry installed stays harmless once the op has completed (it holds the op weakly, and a completed
+  // op ignores requests), as Asio's own operations leave theirs.
   struct bound_handler {
     Handler handler;
     work_type work;
+    std::optional<io_work_type> io_work;
     Deliver deliver;
     boost::system::error_code error;
     std::size_t bytes;
     void operator()() {
       stage_trace::mark(stage_trace::stage::handler_runs);
-      // The slot belongs to the handler; it is cleared on the handler's executor before the handler runs.
-      boost::asio::get_associated_cancellation_slot(handler).clear();
       deliver(std::move(handler), error, bytes);
+      // Released after the handler has run: the I/O executor's run() does not return before it.
+      io_work.reset();
     }
   };
 
@@ -451,6 +491,7 @@ class handler_completion final : public completion, public pending_handlers::ent
   std::shared_ptr<pending_handlers::registry> registry_;
   std::optional<Handler> handler_;
   std::optional<work_type> work_;
+  std::optional<io_work_type> io_work_;
   Deliver deliver_;
   std::atomic<bool> kept_awake_{false};  // counted in registry_->owed
   // Where the completion goes when it is handed to a keep_awake turn; only for handlers that may run in

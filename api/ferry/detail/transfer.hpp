@@ -42,6 +42,11 @@ struct plane {
 // No stream: a synchronous copy. A stream: enqueued on it (host sides must be pinned).
 using stream_choice = std::optional<CUstream>;
 
+// Checks a copy's device side alone: count * element_size bytes from side.address lie within memory the
+// driver knows. For the operations that allocate the host side themselves (a new vector of `count`
+// elements): they check first, so that a bad count is an invalid_argument, never an allocation.
+void check_device_range(std::string_view operation, std::size_t count, std::size_t element_size, endpoint side);
+
 void copy_1d(std::string_view operation, std::size_t count, std::size_t element_size, endpoint source,
              endpoint destination, stream_choice stream);
 

@@ -1,0 +1,266 @@
+// The engine's operations under Asio's own composition: parallel groups (variadic and ranged) with the
+// cancellation they emit, outstanding work on the I/O executor while the handler is bound elsewhere,
+// use_promise (which takes its executor from the initiation), and a Networking TS executor
+// (io_context::strand). Every transfer's bytes are checked.
+#include "ferry/engine.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/experimental/parallel_group.hpp>
+#include <boost/asio/experimental/promise.hpp>
+#include <boost/asio/experimental/use_promise.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/io_context_strand.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "ferry/marshal.hpp"
+#include "tests/support/device_fixture.hpp"
+#include "tests/support/engine_fixture.hpp"
+#include "tests/support/io_helpers.hpp"
+#include "tests/support/random_bytes.hpp"
+
+namespace asio = boost::asio;
+namespace experimental = boost::asio::experimental;
+using namespace ferry;
+using ferry::testing::random_vector;
+using ferry::testing::same_bytes;
+
+namespace {
+
+using engine_fixture = ferry::testing::engine_fixture<1 << 20, 3>;
+
+// A staged poke large enough to take a while (several staging chunks).
+constexpr std::size_t slow_count = (12 << 20) / 4 + 7;
+
+// Runs `io` on `threads` threads until `done()` (or a minute passes).
+void run_on_threads(asio::io_context& io, int threads, const std::function<bool()>& done) {
+  std::vector<std::thread> runners;
+  for (int i = 0; i < threads; ++i) runners.emplace_back([&] { ferry::testing::run_until(io, done); });
+  for (std::thread& t : runners) t.join();
+}
+
+template <class T>
+std::vector<T> read_back(device_ptr<T> source, std::size_t count) {
+  std::vector<T> values(count);
+  ferry::testing::poison_fill(std::span(values));
+  peek_array(count, device_ptr<const T>(source), values.data());
+  return values;
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(asio_composition, engine_fixture)
+
+// What each op of a group reported, written by the group's handler (one thread per group), read after
+// every group has completed. Boost.Test's assertions are not thread-safe: they run on the test's thread.
+struct group_record {
+  std::vector<std::size_t> order;
+  std::vector<boost::system::error_code> errors;
+};
+
+// Checks what the groups reported, then every byte: each group owns `parts` slices of `slice` bytes; an op
+// that succeeded wrote its value; one that was aborted wrote its value or left the poison.
+void check_groups(const std::vector<group_record>& records, const std::vector<std::uint8_t>& values,
+                  const std::vector<std::uint8_t>& memory, std::size_t parts, std::size_t slice) {
+  std::size_t succeeded = 0, wrong_bytes = 0, bad_reports = 0;
+  for (std::size_t group = 0; group < records.size(); ++group) {
+    const group_record& record = records[group];
+    if (record.order.size() != parts || record.errors.size() != parts || record.errors[record.order[0]]) {
+      ++bad_reports;  // the first op to complete must have succeeded
+      continue;
+    }
+    for (std::size_t part = 0; part < parts; ++part) {
+      const boost::system::error_code error = record.errors[part];
+      if (error && error != asio::error::operation_aborted) ++bad_reports;
+      if (!error) ++succeeded;
+      const std::uint8_t value = values[group * parts + part];
+      for (std::size_t i = 0; i < slice; ++i) {
+        const std::uint8_t byte = memory[(group * parts + part) * slice + i];
+        const bool written = byte == value;
+        const bool untouched = error && byte == static_cast<std::uint8_t>(ferry::testing::poison);
+        if (!written && !untouched) ++wrong_bytes;
+      }
+    }
+  }
+  BOOST_TEST(bad_reports == 0u);
+  BOOST_TEST(wrong_bytes == 0u);
+  BOOST_TEST(succeeded >= records.size());
+}
+
+// Each op's handler is the group's; the first to complete emits cancellation into the other's slot
+// while that op may be completing on another io thread. ferry leaves the slot alone when it completes.
+BOOST_AUTO_TEST_CASE(a_variadic_parallel_group_waiting_for_one_races_no_cancellation_slot) {
+  constexpr std::size_t groups = 600, slice = 64;
+  auto area = gpu.allocate<std::uint8_t>(groups * 2 * slice);
+  const std::vector<std::uint8_t> poisoned(groups * 2 * slice, static_cast<std::uint8_t>(ferry::testing::poison));
+  poke_array(poisoned.size(), poisoned.data(), area.get());
+  const auto values = random_vector<std::uint8_t>(2 * groups, 71);
+  std::vector<group_record> records(groups);
+  std::atomic<std::size_t> calls{0};
+  std::thread launcher([&] {
+    for (std::size_t i = 0; i < groups; ++i) {
+      experimental::make_parallel_group(gpu.memset(area.get() + 2 * i * slice, slice, values[2 * i], asio::deferred),
+                                        gpu.memset(area.get() + (2 * i + 1) * slice, slice, values[2 * i + 1], asio::deferred))
+          .async_wait(experimental::wait_for_one(),
+                      [&, i](std::array<std::size_t, 2> order, boost::system::error_code first,
+                             boost::system::error_code second) {
+                        records[i] = {{order[0], order[1]}, {first, second}};
+                        ++calls;
+                      });
+    }
+  });
+  run_on_threads(io, 4, [&] { return calls == groups; });
+  launcher.join();
+  BOOST_REQUIRE(calls.load() == groups);
+  check_groups(records, values, read_back(area.get(), groups * 2 * slice), 2, slice);
+}
+
+// Boost 1.81 runs a ranged group's op handlers on system_executor threads: the race needs no
+// multi-threaded io_context.
+BOOST_AUTO_TEST_CASE(a_ranged_parallel_group_waiting_for_one_races_no_cancellation_slot) {
+  constexpr std::size_t groups = 400, parts = 4, slice = 64;
+  auto area = gpu.allocate<std::uint8_t>(groups * parts * slice);
+  const std::vector<std::uint8_t> poisoned(groups * parts * slice, static_cast<std::uint8_t>(ferry::testing::poison));
+  poke_array(poisoned.size(), poisoned.data(), area.get());
+  const auto values = random_vector<std::uint8_t>(parts * groups, 73);
+  std::vector<group_record> records(groups);
+  std::atomic<std::size_t> calls{0};
+  using memset_op = decltype(gpu.memset(area.get(), slice, std::uint8_t{}, asio::deferred));
+  for (std::size_t i = 0; i < groups; ++i) {
+    std::vector<memset_op> ops;
+    for (std::size_t part = 0; part < parts; ++part) {
+      ops.push_back(gpu.memset(area.get() + (i * parts + part) * slice, slice, values[i * parts + part], asio::deferred));
+    }
+    experimental::make_parallel_group(std::move(ops))
+        .async_wait(experimental::wait_for_one(),
+                    [&, i](std::vector<std::size_t> order, std::vector<boost::system::error_code> errors) {
+                      records[i] = {std::move(order), std::move(errors)};
+                      ++calls;
+                    });
+  }
+  BOOST_REQUIRE(ferry::testing::run_until(io, [&] { return calls == groups; }));
+  check_groups(records, values, read_back(area.get(), groups * parts * slice), parts, slice);
+}
+
+// Asio's "outstanding work" requirement: the I/O executor (the engine's) has work until the handler has
+// run, wherever the handler runs. io.run() therefore returns only after it.
+BOOST_AUTO_TEST_CASE(the_engine_io_context_keeps_running_while_a_handler_bound_to_another_io_context_is_owed) {
+  const auto values = random_vector<std::uint32_t>(slow_count, 75);
+  auto destination = gpu.allocate<std::uint32_t>(slow_count);
+  asio::io_context handler_io;
+  auto keep = asio::make_work_guard(handler_io);
+  std::thread runner([&] { handler_io.run(); });
+  std::atomic<bool> called{false};
+  boost::system::error_code result;
+  std::size_t moved = 0;
+  gpu.poke(std::span<const std::uint32_t>(values), destination.get(),
+           asio::bind_executor(handler_io, [&](boost::system::error_code error, std::size_t bytes) {
+             result = error;
+             moved = bytes;
+             called = true;
+           }));
+  io.run();  // returns when no work is left on the engine's io_context
+  BOOST_TEST(called.load());
+  BOOST_TEST(!result);
+  BOOST_TEST(moved == slow_count * 4);
+  keep.reset();
+  runner.join();
+  BOOST_TEST(same_bytes(read_back(destination.get(), slow_count), values));
+}
+
+BOOST_AUTO_TEST_CASE(the_engine_io_context_keeps_running_while_a_handler_bound_to_a_thread_pool_is_owed) {
+  const auto values = random_vector<std::uint32_t>(slow_count, 76);
+  auto destination = gpu.allocate<std::uint32_t>(slow_count);
+  asio::thread_pool pool(1);
+  std::atomic<bool> called{false};
+  boost::system::error_code result;
+  gpu.poke(std::span<const std::uint32_t>(values), destination.get(),
+           asio::bind_executor(pool, [&](boost::system::error_code error, std::size_t) {
+             result = error;
+             called = true;
+           }));
+  io.run();
+  BOOST_TEST(called.load());
+  BOOST_TEST(!result);
+  pool.join();
+  BOOST_TEST(same_bytes(read_back(destination.get(), slow_count), values));
+}
+
+BOOST_AUTO_TEST_CASE(the_engine_io_context_keeps_running_while_a_use_future_result_is_owed) {
+  const auto values = random_vector<std::uint32_t>(slow_count, 77);
+  auto destination = gpu.allocate<std::uint32_t>(slow_count);
+  std::future<std::size_t> moved =
+      gpu.poke(std::span<const std::uint32_t>(values), destination.get(), asio::use_future);
+  io.run();
+  BOOST_TEST((moved.wait_for(std::chrono::seconds(0)) == std::future_status::ready));
+  BOOST_TEST(moved.get() == slow_count * 4);
+  BOOST_TEST(same_bytes(read_back(destination.get(), slow_count), values));
+}
+
+// use_promise binds the promise to the initiation's associated executor: the engine's, as for Asio's
+// own I/O objects, so that the promise completes on the engine's io_context, not a system thread.
+BOOST_AUTO_TEST_CASE(a_use_promise_op_is_bound_to_the_engine_executor_and_completes_there) {
+  const auto values = random_vector<std::uint32_t>(slow_count, 78);
+  auto destination = gpu.allocate<std::uint32_t>(slow_count);
+  using promise_type = decltype(gpu.poke(std::span<const std::uint32_t>(values), destination.get(),
+                                         experimental::use_promise));
+  static_assert(std::is_same_v<promise_type, experimental::promise<void(boost::system::error_code, std::size_t),
+                                                                   engine::executor_type>>,
+                "the promise takes the engine's executor from the initiation");
+  const std::thread::id io_thread = std::this_thread::get_id();
+  std::size_t moved = 0;
+  bool resumed_on_io_thread = false, finished = false;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    auto pending = gpu.poke(std::span<const std::uint32_t>(values), destination.get(), experimental::use_promise);
+    auto [error, bytes] = co_await pending(asio::as_tuple(asio::use_awaitable));
+    BOOST_TEST(!error);
+    moved = bytes;
+    resumed_on_io_thread = std::this_thread::get_id() == io_thread;
+    finished = true;
+  }, asio::detached);
+  io.run();
+  BOOST_TEST(finished);
+  BOOST_TEST(resumed_on_io_thread);
+  BOOST_TEST(moved == slow_count * 4);
+  BOOST_TEST(same_bytes(read_back(destination.get(), slow_count), values));
+}
+
+// io_context::strand is a Networking TS executor (on_work_started, context()), which Asio's own
+// operations accept; so do ferry's.
+BOOST_AUTO_TEST_CASE(a_handler_bound_to_a_networking_ts_strand_runs_inside_it) {
+  asio::io_context::strand strand(io);
+  auto area = gpu.allocate<std::uint8_t>(16 * 32);
+  const auto values = random_vector<std::uint8_t>(32, 79);
+  std::atomic<int> calls{0}, in_strand{0};
+  for (int i = 0; i < 32; ++i) {
+    gpu.memset(area.get() + i * 16, 16, values[i], asio::bind_executor(strand, [&](boost::system::error_code error) {
+                 if (!error && strand.running_in_this_thread()) ++in_strand;
+                 ++calls;
+               }));
+  }
+  run_on_threads(io, 2, [&] { return calls == 32; });
+  BOOST_TEST(calls.load() == 32);
+  BOOST_TEST(in_strand.load() == 32);
+  std::vector<std::uint8_t> expected;
+  for (int i = 0; i < 32; ++i) expected.insert(expected.end(), 16, values[i]);
+  BOOST_TEST(same_bytes(read_back(area.get(), 16 * 32), expected));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
