@@ -21,8 +21,10 @@ namespace {
 constexpr const char* usage =
     "usage: pipeline_server [--address IP] [--port N] [--metrics-port N] [--max-payload BYTES]\n"
     "                       [--memory-budget BYTES] [--deadline-ms N] [--write-deadline-ms N]\n"
-    "                       [--grace-ms N] [--io-threads N]\n"
-    "defaults: 127.0.0.1, ephemeral ports, 256 MiB, 2 GiB, 30000 ms, 10000 ms, 10000 ms, 4\n";
+    "                       [--grace-ms N] [--io-threads N] [--header-deadline-ms N]\n"
+    "                       [--max-connections N] [--gpu-lanes N] [--payload-prefix BYTES]\n"
+    "defaults: 127.0.0.1, ephemeral ports, 256 MiB, 2 GiB, 30000 ms, 10000 ms, 10000 ms, 4, 10000 ms,\n"
+    "          1024, 64, 65536\n";
 
 unsigned short port_number(const std::string& flag, const std::string& text) {
   const unsigned long long value = flag_number(flag, text);
@@ -45,6 +47,10 @@ server_options parse(int argc, char** argv) {
     else if (flag == "--write-deadline-ms") o.write_deadline = std::chrono::milliseconds(flag_number(flag, value));
     else if (flag == "--grace-ms") o.shutdown_grace = std::chrono::milliseconds(flag_number(flag, value));
     else if (flag == "--io-threads") o.io_threads = flag_number(flag, value);
+    else if (flag == "--header-deadline-ms") o.header_deadline = std::chrono::milliseconds(flag_number(flag, value));
+    else if (flag == "--max-connections") o.max_connections = flag_number(flag, value);
+    else if (flag == "--gpu-lanes") o.gpu_lanes = flag_number(flag, value);
+    else if (flag == "--payload-prefix") o.payload_prefix_bytes = flag_number(flag, value);
     else throw std::invalid_argument("unknown flag " + flag + "\n" + usage);
   }
   return o;

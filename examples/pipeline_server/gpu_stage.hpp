@@ -27,12 +27,12 @@ struct stage_outcome {
   std::uint64_t checksum = 0;
 };
 
-// One connection's way to the GPU: its requests run one after another, in order.
+// A way to the GPU (ferry's stage: a stream), lent by the server's lane_pool to one request at a time.
 class gpu_lane {
  public:
   virtual ~gpu_lane() = default;
   // Runs `op` over the first `bytes` bytes of pair.host: afterwards pair.host holds the reply body
-  // (reply_body_length(op, bytes) bytes) and the outcome the checksum. Runs on the connection's strand,
+  // (reply_body_length(op, bytes) bytes) and the outcome the checksum. Runs on the request's connection's strand,
   // in a thread where the stage's context is current. When `limit` expires the step stops as soon as it
   // can and reports deadline_exceeded; it never returns while the GPU may still touch the pair.
   virtual boost::asio::awaitable<stage_outcome> run(operation op, staging_pair& pair, std::size_t bytes,
@@ -42,7 +42,8 @@ class gpu_lane {
 class gpu_stage {
  public:
   virtual ~gpu_stage() = default;
-  // Throws ferry's errors when the lane's resources (a stream) cannot be had.
+  // Throws ferry's errors when the lane's resources (a stream) cannot be had. Called by the server's
+  // lane_pool, at most its size times.
   virtual std::unique_ptr<gpu_lane> open_lane() = 0;
   virtual context_ref context() const noexcept = 0;
   // A new host buffer of the pool: what the stage returns is kept with the buffer while it lives.

@@ -16,6 +16,7 @@ std::string_view to_string(error_kind kind) noexcept {
     case error_kind::deadline_exceeded: return "deadline_exceeded";
     case error_kind::gpu_error: return "gpu_error";
     case error_kind::shutting_down: return "shutting_down";
+    case error_kind::header_timeout: return "header_timeout";
     case error_kind::count: break;
   }
   return "unknown";
@@ -39,6 +40,7 @@ std::uint64_t server_metrics::requests(status outcome) const noexcept {
 }
 
 std::string server_metrics::render(std::string_view stage, const buffer_pool::occupancy& memory,
+                                   const lane_pool::occupancy& lanes,
                                    const std::optional<detail::plan_counts>& plans) const {
   std::ostringstream out;
   const std::string label = "stage=\"" + std::string(stage) + "\"";
@@ -81,9 +83,12 @@ std::string server_metrics::render(std::string_view stage, const buffer_pool::oc
   out << "# HELP pipeline_connections_open Connections being served.\n"
       << "# TYPE pipeline_connections_open gauge\n"
       << "pipeline_connections_open{" << label << "} " << connections_open_.load() << "\n"
-      << "# HELP pipeline_connections_total Connections accepted.\n"
+      << "# HELP pipeline_connections_total Connections served (those refused at the limit are counted apart).\n"
       << "# TYPE pipeline_connections_total counter\n"
-      << "pipeline_connections_total{" << label << "} " << connections_total_.load() << "\n";
+      << "pipeline_connections_total{" << label << "} " << connections_total_.load() << "\n"
+      << "# HELP pipeline_connections_refused_total Connections over the limit, answered busy and closed.\n"
+      << "# TYPE pipeline_connections_refused_total counter\n"
+      << "pipeline_connections_refused_total{" << label << "} " << connections_refused_.load() << "\n";
 
   out << "# HELP pipeline_staging_bytes Host and device buffer bytes (each counted once per pair), by state.\n"
       << "# TYPE pipeline_staging_bytes gauge\n"
@@ -95,6 +100,17 @@ std::string server_metrics::render(std::string_view stage, const buffer_pool::oc
       << "# HELP pipeline_staging_waiting Requests waiting for staging memory (back-pressure).\n"
       << "# TYPE pipeline_staging_waiting gauge\n"
       << "pipeline_staging_waiting{" << label << "} " << memory.waiting << "\n";
+
+  out << "# HELP pipeline_gpu_lanes GPU lanes (streams) opened, by state.\n"
+      << "# TYPE pipeline_gpu_lanes gauge\n"
+      << "pipeline_gpu_lanes{" << label << ",state=\"busy\"} " << lanes.busy << "\n"
+      << "pipeline_gpu_lanes{" << label << ",state=\"idle\"} " << lanes.opened - lanes.busy << "\n"
+      << "# HELP pipeline_gpu_lanes_limit The bound on GPU lanes opened.\n"
+      << "# TYPE pipeline_gpu_lanes_limit gauge\n"
+      << "pipeline_gpu_lanes_limit{" << label << "} " << lanes.size << "\n"
+      << "# HELP pipeline_gpu_lanes_waiting Requests waiting for a GPU lane.\n"
+      << "# TYPE pipeline_gpu_lanes_waiting gauge\n"
+      << "pipeline_gpu_lanes_waiting{" << label << "} " << lanes.waiting << "\n";
 
   if (plans) {
     out << "# HELP pipeline_transfer_plans_total ferry's planner decisions for the server's transfers.\n"

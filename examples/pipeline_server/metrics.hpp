@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "examples/pipeline_server/buffer_pool.hpp"
+#include "examples/pipeline_server/lane_pool.hpp"
 #include "examples/pipeline_server/protocol.hpp"
 #include "ferry/detail/engine_core.hpp"
 
@@ -28,6 +29,7 @@ enum class error_kind : std::size_t {
   deadline_exceeded,  // a request ran past its deadline
   gpu_error,
   shutting_down,      // a request arrived after the shutdown began and was not run
+  header_timeout,     // no whole request header within the header deadline: the connection was closed
   count,
 };
 std::string_view to_string(error_kind kind) noexcept;
@@ -43,22 +45,28 @@ class server_metrics {
   void record_error(error_kind kind) noexcept { errors_[static_cast<std::size_t>(kind)].fetch_add(1); }
   void add_bytes_in(std::uint64_t bytes) noexcept { bytes_in_.fetch_add(bytes); }
   void add_bytes_out(std::uint64_t bytes) noexcept { bytes_out_.fetch_add(bytes); }
+  // A connection admitted under the limit.
   void connection_opened() noexcept {
     connections_total_.fetch_add(1);
     connections_open_.fetch_add(1);
   }
   void connection_closed() noexcept { connections_open_.fetch_sub(1); }
+  // A connection over the limit, answered `busy` and closed (not among those opened).
+  void connection_refused() noexcept { connections_refused_.fetch_add(1); }
 
   std::uint64_t requests(status outcome) const noexcept;
   std::uint64_t errors(error_kind kind) const noexcept { return errors_[static_cast<std::size_t>(kind)].load(); }
   std::int64_t connections_open() const noexcept { return connections_open_.load(); }
+  std::uint64_t connections_refused() const noexcept { return connections_refused_.load(); }
+  std::uint64_t received_bytes() const noexcept { return bytes_in_.load(); }
 
-  // The exposition: every counter, the histogram, and the gauges given (memory occupancy, the planner's
-  // decisions when the stage has a planner). `stage` labels the series (ferry, thread_pool).
-  std::string render(std::string_view stage, const buffer_pool::occupancy& memory,
+  // The exposition: every counter, the histogram, and the gauges given (memory and lane occupancy, the
+  // planner's decisions when the stage has a planner). `stage` labels the series (ferry, thread_pool).
+  std::string render(std::string_view stage, const buffer_pool::occupancy& memory, const lane_pool::occupancy& lanes,
                      const std::optional<detail::plan_counts>& plans) const;
 
  private:
+  // Statuses a request can end with (busy answers a connection, never a request).
   static constexpr std::size_t statuses = 8;
   static constexpr std::size_t operations = 2;
   std::array<std::atomic<std::uint64_t>, statuses * operations> requests_{};
@@ -69,6 +77,7 @@ class server_metrics {
   std::atomic<std::uint64_t> bytes_out_{0};
   std::atomic<std::uint64_t> connections_total_{0};
   std::atomic<std::int64_t> connections_open_{0};
+  std::atomic<std::uint64_t> connections_refused_{0};
 };
 
 }  // namespace ferry::pipeline

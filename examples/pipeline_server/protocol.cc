@@ -39,6 +39,7 @@ std::string_view to_string(status s) noexcept {
     case status::deadline_exceeded: return "deadline_exceeded";
     case status::gpu_error: return "gpu_error";
     case status::shutting_down: return "shutting_down";
+    case status::busy: return "busy";
   }
   return "unknown";
 }

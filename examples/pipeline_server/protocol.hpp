@@ -38,6 +38,7 @@ enum class status : std::uint32_t {
   deadline_exceeded = 5,  // the request ran past the server's per-request deadline
   gpu_error = 6,          // the GPU step failed (the message names the driver status)
   shutting_down = 7,      // the server stopped before the request could run; then closed
+  busy = 8,               // the server serves its maximum of connections: sent instead of serving one; then closed
 };
 
 std::string_view to_string(operation op) noexcept;

@@ -15,9 +15,11 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
+#include <algorithm>
 #include <array>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "ferry/context.hpp"
 
@@ -29,6 +31,7 @@ namespace ferry::pipeline {
 namespace {
 
 constexpr auto awaitable_tuple = asio::as_tuple(asio::use_awaitable);
+constexpr std::size_t max_payload_prefix_bytes = std::size_t{16} << 20;
 
 tcp::endpoint endpoint_of(const std::string& address, unsigned short port) {
   boost::system::error_code error;
@@ -50,6 +53,17 @@ void check_options(const server_options& o) {
     throw std::invalid_argument("pipeline server: request_deadline " + std::to_string(o.request_deadline.count()) +
                                 " ms and write_deadline " + std::to_string(o.write_deadline.count()) +
                                 " ms must both be positive");
+  }
+  if (o.header_deadline.count() <= 0) {
+    throw std::invalid_argument("pipeline server: header_deadline " + std::to_string(o.header_deadline.count()) +
+                                " ms must be positive");
+  }
+  if (o.max_connections == 0) throw std::invalid_argument("pipeline server: max_connections is 0");
+  if (o.gpu_lanes == 0) throw std::invalid_argument("pipeline server: gpu_lanes is 0");
+  // 0 would lease on the header alone; more than a few MiB per connection is memory outside the budget.
+  if (o.payload_prefix_bytes == 0 || o.payload_prefix_bytes > max_payload_prefix_bytes) {
+    throw std::invalid_argument("pipeline server: payload_prefix_bytes " + std::to_string(o.payload_prefix_bytes) +
+                                " is not between 1 and " + std::to_string(max_payload_prefix_bytes));
   }
 }
 
@@ -85,6 +99,7 @@ server::server(server_options options, const stage_factory& make_stage)
       acceptor_(control_),
       metrics_acceptor_(control_) {
   stage_ = make_stage(io_.get_executor());
+  lanes_ = std::make_unique<lane_pool>(*stage_, options_.gpu_lanes);
   gpu_stage* const stage = stage_.get();
   pool_ = std::make_unique<buffer_pool>(
       options_.memory_budget_bytes, stage_->context(),
@@ -154,7 +169,9 @@ void server::close_connections(bool idle_only) {
   if (!any && grace_timer_) grace_timer_->cancel();
 }
 
-std::string server::metrics_text() const { return metrics_.render(stage_->name(), pool_->current(), stage_->plan_counts()); }
+std::string server::metrics_text() const {
+  return metrics_.render(stage_->name(), pool_->current(), lanes_->current(), stage_->plan_counts());
+}
 
 asio::awaitable<void> server::accept_loop() {
   for (;;) {
@@ -164,6 +181,14 @@ asio::awaitable<void> server::accept_loop() {
       continue;  // a connection that failed before it was accepted (ECONNABORTED, EMFILE): try the next
     }
     socket.set_option(tcp::no_delay(true));
+    if (static_cast<std::size_t>(metrics_.connections_open()) >= options_.max_connections) {
+      metrics_.connection_refused();
+      const asio::any_io_executor strand = socket.get_executor();
+      asio::co_spawn(strand, refuse(std::move(socket)), asio::detached);
+      continue;
+    }
+    // Counted here, not when its coroutine starts, so that a burst of connections sees the limit.
+    metrics_.connection_opened();
     auto c = std::make_shared<connection>(std::move(socket));
     connections_.push_back(c);
     const asio::any_io_executor strand = c->socket.get_executor();  // before c is moved into serve
@@ -171,8 +196,22 @@ asio::awaitable<void> server::accept_loop() {
   }
 }
 
+// A connection over max_connections: told why, under the write deadline, then closed.
+asio::awaitable<void> server::refuse(tcp::socket socket) {
+  const std::string message = "the server is serving its maximum of " + std::to_string(options_.max_connections) +
+                              " connections: try again later";
+  const auto head = encode(reply_header{reply_magic, status::busy, message.size(), 0});
+  deadline limit(co_await asio::this_coro::executor, options_.write_deadline);
+  auto [error, written] = co_await asio::async_write(
+      socket, std::array<asio::const_buffer, 2>{asio::buffer(head), asio::buffer(message)},
+      asio::bind_cancellation_slot(limit.slot(), awaitable_tuple));
+  metrics_.add_bytes_out(written);
+  boost::system::error_code ignored;
+  socket.shutdown(tcp::socket::shutdown_both, ignored);
+  socket.close(ignored);
+}
+
 asio::awaitable<void> server::serve(std::shared_ptr<connection> c) {
-  metrics_.connection_opened();
   struct on_exit {
     server& s;
     connection& c;
@@ -202,25 +241,21 @@ asio::awaitable<void> server::serve(std::shared_ptr<connection> c) {
     co_return co_await write_reply(reply_header{reply_magic, s, message.size(), 0}, asio::buffer(message));
   };
 
-  std::unique_ptr<gpu_lane> lane;
-  std::string lane_failure;
-  try {
-    lane = stage_->open_lane();
-  } catch (const std::exception& error) {
-    lane_failure = error.what();
-  }
-  if (!lane) {
-    co_await error_reply(status::gpu_error, "the server cannot serve a connection now: " + lane_failure);
-    co_return;
-  }
+  // The first payload bytes of a request arrive here before it leases its buffers (kept for the next).
+  std::vector<std::uint8_t> prefix;
 
   while (!stopping_) {
     std::array<std::byte, request_header_bytes> head_bytes;
     c->idle = true;
-    auto [read_error, head_read] = co_await asio::async_read(socket, asio::buffer(head_bytes), awaitable_tuple);
+    deadline header_limit(strand, options_.header_deadline);
+    auto [read_error, head_read] = co_await asio::async_read(
+        socket, asio::buffer(head_bytes), asio::bind_cancellation_slot(header_limit.slot(), awaitable_tuple));
+    header_limit.disarm();
     c->idle = false;
     if (read_error) {
-      if (read_error == asio::error::eof && head_read > 0) {
+      if (header_limit.expired()) {
+        metrics_.record_error(error_kind::header_timeout);  // closed without a reply: the client is not talking
+      } else if (read_error == asio::error::eof && head_read > 0) {
         co_await error_reply(status::truncated, "request header truncated: the connection ended after " +
                                                     std::to_string(head_read) + " of " +
                                                     std::to_string(request_header_bytes) + " bytes");
@@ -261,6 +296,31 @@ asio::awaitable<void> server::serve(std::shared_ptr<connection> c) {
     const std::size_t bytes = request.length;
 
     deadline limit(strand, options_.request_deadline);
+    // Why the payload's reading stopped after `read` of its bytes, answered when the client can hear it.
+    auto payload_failed = [&](boost::system::error_code error, std::size_t read) -> asio::awaitable<void> {
+      if (error == asio::error::eof) {
+        co_await error_reply(status::truncated, "payload truncated: the connection ended after " +
+                                                    std::to_string(read) + " of " + std::to_string(bytes) + " bytes");
+        finish(status::truncated);
+      } else if (limit.expired()) {
+        co_await error_reply(status::deadline_exceeded, "the request's deadline passed while its payload was read");
+        finish(status::deadline_exceeded);
+      } else {
+        metrics_.record_error(error_kind::disconnected);
+      }
+    };
+
+    // The prefix first: until it is here the request holds no budget, however long it announced.
+    const std::size_t prefix_bytes = std::min(bytes, options_.payload_prefix_bytes);
+    if (prefix.size() < prefix_bytes) prefix.resize(prefix_bytes);
+    auto [prefix_error, prefix_read] = co_await asio::async_read(
+        socket, asio::buffer(prefix.data(), prefix_bytes), asio::bind_cancellation_slot(limit.slot(), awaitable_tuple));
+    metrics_.add_bytes_in(prefix_read);
+    if (prefix_error) {
+      co_await payload_failed(prefix_error, prefix_read);
+      break;
+    }
+
     buffer_lease lease;
     std::string allocation_failure;
     try {
@@ -280,29 +340,37 @@ asio::awaitable<void> server::serve(std::shared_ptr<connection> c) {
       break;
     }
     staging_pair& pair = lease.pair();
+    std::copy_n(prefix.data(), prefix_bytes, pair.host.get());
     auto [payload_error, payload_read] = co_await asio::async_read(
-        socket, asio::buffer(pair.host.get(), bytes), asio::bind_cancellation_slot(limit.slot(), awaitable_tuple));
+        socket, asio::buffer(pair.host.get() + prefix_bytes, bytes - prefix_bytes),
+        asio::bind_cancellation_slot(limit.slot(), awaitable_tuple));
     metrics_.add_bytes_in(payload_read);
     if (payload_error) {
-      if (payload_error == asio::error::eof) {
-        co_await error_reply(status::truncated, "payload truncated: the connection ended after " +
-                                                    std::to_string(payload_read) + " of " + std::to_string(bytes) +
-                                                    " bytes");
-        finish(status::truncated);
-      } else if (limit.expired()) {
-        co_await error_reply(status::deadline_exceeded, "the request's deadline passed while its payload was read");
-        finish(status::deadline_exceeded);
-      } else {
-        metrics_.record_error(error_kind::disconnected);
-      }
+      co_await payload_failed(payload_error, prefix_bytes + payload_read);
       break;
     }
 
     stage_outcome outcome;
-    try {
-      outcome = co_await lane->run(*op, pair, bytes, limit);
-    } catch (const std::exception& error) {  // thrown before anything reached the GPU
-      outcome = {status::gpu_error, std::string("the GPU step could not start: ") + error.what(), 0};
+    {
+      // Borrowed for the GPU step only: the reply's write, however slow, holds no lane.
+      lane_loan lane;
+      std::string lane_failure;
+      try {
+        lane = co_await lanes_->borrow(limit.slot(), [&] { return limit.expired(); });
+      } catch (const std::exception& error) {  // no stream could be made: nothing is held
+        lane_failure = error.what();
+      }
+      if (!lane_failure.empty()) {
+        outcome = {status::gpu_error, "no GPU lane for the request: " + lane_failure, 0};
+      } else if (!lane) {
+        outcome = {status::deadline_exceeded, "the request's deadline passed while it waited for a GPU lane", 0};
+      } else {
+        try {
+          outcome = co_await lane->run(*op, pair, bytes, limit);
+        } catch (const std::exception& error) {  // thrown before anything reached the GPU
+          outcome = {status::gpu_error, std::string("the GPU step could not start: ") + error.what(), 0};
+        }
+      }
     }
     limit.disarm();
     bool written;

@@ -3,11 +3,20 @@
 // through a gpu_stage (ferry_stage.hpp: ferry's engine) and the result comes back with its checksum.
 // The wire protocol is protocol.hpp; the README of this folder describes running it.
 //
-// Bounded: every request leases its buffers from a buffer_pool before its payload is read, so when the
-// budget is spent connections stop reading instead of allocating. Bad input (a bad magic, an unknown
-// operation, a length over the maximum, a frame cut short) gets an error reply and the connection is
-// closed; a client that breaks the connection or does not read its replies (write deadline) loses its
-// connection. Nothing it held stays held: the lease and the lane go with the coroutine.
+// Bounded, whatever the clients do:
+// - connections: at most max_connections are served; one over the limit gets a `busy` reply and is
+//   closed. A connection that does not deliver a whole request header within header_deadline (from
+//   connecting, or from its last reply) is closed, so silent or trickling clients cannot pile up.
+// - memory: every request leases its buffers from a buffer_pool, but only once the first
+//   payload_prefix_bytes of its payload (or all of a shorter one) have arrived, into a small buffer of
+//   the connection: a header alone, announcing however much, reserves nothing. When the budget is spent
+//   connections stop reading instead of allocating.
+// - GPU lanes (streams): a lane_pool of gpu_lanes lanes shared by all connections; a request borrows one
+//   for its GPU step only, waiting asynchronously when all are busy.
+// Bad input (a bad magic, an unknown operation, a length over the maximum, a frame cut short) gets an
+// error reply and the connection is closed; a client that breaks the connection or does not read its
+// replies (write deadline) loses its connection. Nothing it held stays held: the lease and the lane are
+// given back on every path out of a request, and the connection's slot when its coroutine ends.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -28,6 +37,7 @@
 
 #include "examples/pipeline_server/buffer_pool.hpp"
 #include "examples/pipeline_server/gpu_stage.hpp"
+#include "examples/pipeline_server/lane_pool.hpp"
 #include "examples/pipeline_server/metrics.hpp"
 
 namespace ferry::pipeline {
@@ -41,9 +51,20 @@ struct server_options {
   // class of max_payload_bytes, so that every admissible request can run.
   std::size_t memory_budget_bytes = std::size_t{2} << 30;
   std::chrono::milliseconds request_deadline{30000};  // from a request's header to its result
+  // For a whole request header to arrive, from connecting or from the previous reply; then closed.
+  std::chrono::milliseconds header_deadline{10000};
   std::chrono::milliseconds write_deadline{10000};    // for writing one reply
   std::chrono::milliseconds shutdown_grace{10000};    // in-flight requests may finish within this
   std::size_t io_threads = 4;
+  // Connections served at once; more are answered `busy` and closed.
+  std::size_t max_connections = 1024;
+  // GPU lanes (streams for ferry's stage) shared by all connections: enough that busy connections rarely
+  // wait for one, few enough that a thousand connections do not make a thousand streams.
+  std::size_t gpu_lanes = 64;
+  // Payload bytes that must have arrived (into a buffer of the connection, outside the budget) before a
+  // request leases its buffers: at most this much per connection is held for a client that sends a
+  // header and no payload, instead of a lease of the announced length.
+  std::size_t payload_prefix_bytes = std::size_t{64} << 10;
 };
 
 class server {
@@ -71,12 +92,14 @@ class server {
   std::string metrics_text() const;
   const server_metrics& metrics() const noexcept { return metrics_; }
   buffer_pool::occupancy memory() const { return pool_->current(); }
+  lane_pool::occupancy lanes() const { return lanes_->current(); }
   const gpu_stage& stage() const noexcept { return *stage_; }
 
  private:
   struct connection;
   boost::asio::awaitable<void> accept_loop();
   boost::asio::awaitable<void> serve(std::shared_ptr<connection> c);
+  boost::asio::awaitable<void> refuse(boost::asio::ip::tcp::socket socket);
   boost::asio::awaitable<void> metrics_loop();
   boost::asio::awaitable<void> answer_scrape(boost::asio::ip::tcp::socket socket);
   void close_connections(bool idle_only);
@@ -85,6 +108,7 @@ class server {
   boost::asio::io_context io_;
   std::unique_ptr<gpu_stage> stage_;
   std::unique_ptr<buffer_pool> pool_;
+  std::unique_ptr<lane_pool> lanes_;  // after stage_: its lanes are closed before the stage goes
   server_metrics metrics_;
   // Runs the acceptors, the connection list and the grace timer.
   boost::asio::strand<boost::asio::io_context::executor_type> control_;

@@ -8,6 +8,9 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 
+#include <poll.h>
+
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -84,6 +87,12 @@ class client {
   std::size_t read_some(std::size_t bytes) {
     std::vector<std::uint8_t> sink(bytes);
     return socket_.read_some(boost::asio::buffer(sink));
+  }
+  // Whether something (bytes, the end of the stream) can be read within `limit`: a bound on waiting for
+  // a server that might never answer.
+  bool readable_within(std::chrono::milliseconds limit) {
+    pollfd watched{socket_.native_handle(), POLLIN, 0};
+    return ::poll(&watched, 1, static_cast<int>(limit.count())) > 0;
   }
   // Whether the server has closed the connection: the next read ends (end of stream or reset).
   bool closed_by_server() {

@@ -25,6 +25,7 @@ inline pipeline::server_options small_server_options() {
   o.write_deadline = std::chrono::milliseconds(500);
   o.shutdown_grace = std::chrono::seconds(5);
   o.io_threads = 2;
+  o.header_deadline = std::chrono::seconds(20);  // no test's client pauses that long by accident
   return o;
 }
 
@@ -36,7 +37,8 @@ inline bool eventually(const std::function<bool()>& done, std::chrono::milliseco
 }
 
 struct server_fixture : device_fixture {
-  // `gated_lanes`: the first so many connections' streams are held back until open_gates().
+  // `gated_lanes`: the first so many lanes' streams are held back until open_gates() (lanes are opened
+  // when a request finds every open one busy, so the first request runs on the first lane).
   // Host buffers of `register_from_bytes` or more are page-locked (the default is the stage's: the
   // 1 MiB class of the largest requests here is, smaller ones are staged).
   void start(pipeline::server_options options = small_server_options(), std::size_t gated_lanes = 0,
@@ -45,6 +47,7 @@ struct server_fixture : device_fixture {
     stage.register_from_bytes = register_from_bytes;
     stage.on_new_stream = [this, gated_lanes](stream_ref s) {
       std::lock_guard lock(gates_mutex);
+      ++streams_opened;
       if (gates.size() < gated_lanes) gates.push_back(std::make_unique<stream_gate>(s));
     };
     srv = std::make_unique<pipeline::server>(options, [stage](boost::asio::any_io_executor executor) {
@@ -59,6 +62,10 @@ struct server_fixture : device_fixture {
     std::lock_guard lock(gates_mutex);
     return gates.size();
   }
+  std::size_t streams() {
+    std::lock_guard lock(gates_mutex);
+    return streams_opened;
+  }
   // The server goes first (it waits for the GPU, so the gates open before), then the gates' memory.
   ~server_fixture() {
     open_gates();
@@ -68,6 +75,7 @@ struct server_fixture : device_fixture {
 
   std::mutex gates_mutex;
   std::vector<std::unique_ptr<stream_gate>> gates;
+  std::size_t streams_opened = 0;  // by the stage, for its lanes
   std::unique_ptr<pipeline::server> srv;
 };
 

@@ -219,7 +219,7 @@ BOOST_AUTO_TEST_CASE(client_gone_mid_payload_leaves_nothing_held) {
   start();
   {
     client c(srv->endpoint());
-    const auto part = random_vector<std::uint8_t>(5000, 4);
+    const auto part = random_vector<std::uint8_t>(100000, 4);  // past the prefix read before the lease
     c.send_header(static_cast<std::uint32_t>(operation::transform), 900000);
     c.send_raw(part.data(), part.size());
     BOOST_REQUIRE(eventually([&] { return srv->memory().leased_bytes > 0; }));  // the payload is being read
@@ -361,6 +361,20 @@ BOOST_AUTO_TEST_CASE(options_that_cannot_work_are_rejected_by_name) {
   options = small_server_options();
   options.address = "not-an-address";
   expect_error<std::invalid_argument>([&] { start(options); }, {"address \"not-an-address\""});
+  options = small_server_options();
+  options.header_deadline = std::chrono::milliseconds(0);
+  expect_error<std::invalid_argument>([&] { start(options); }, {"header_deadline 0 ms"});
+  options = small_server_options();
+  options.max_connections = 0;
+  expect_error<std::invalid_argument>([&] { start(options); }, {"max_connections is 0"});
+  options = small_server_options();
+  options.gpu_lanes = 0;
+  expect_error<std::invalid_argument>([&] { start(options); }, {"gpu_lanes is 0"});
+  for (std::size_t prefix : {std::size_t{0}, (std::size_t{16} << 20) + 1}) {
+    options = small_server_options();
+    options.payload_prefix_bytes = prefix;
+    expect_error<std::invalid_argument>([&] { start(options); }, {"payload_prefix_bytes " + std::to_string(prefix)});
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
