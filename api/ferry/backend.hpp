@@ -1,4 +1,7 @@
-// Which driver backend this process runs on (FERRY_BACKEND=cuda|sim|auto), for tools and tests.
+// Which driver backend this process runs on. The real driver (libcuda.so.1) unless the sim, ferry's host
+// simulation of the driver for tests, is chosen: FERRY_BACKEND=sim, or select_backend(backend::sim)
+// before the first driver call, in a program that links the sim (//engine/driver/sim). Nothing falls
+// back to the sim: without a usable driver the first driver call throws a cuda_error that says why.
 #pragma once
 
 #include <string_view>
@@ -7,8 +10,13 @@ namespace ferry {
 
 enum class backend { cuda, sim };
 
-// Chooses the backend on first use (auto: cuda when a device is present, else sim).
+// The backend in use, chosen on first use (FERRY_BACKEND=cuda|sim; unset: cuda).
 backend active_backend();
+
+// Chooses the backend in code; call it before anything else uses the driver (it takes precedence over
+// FERRY_BACKEND). Throws std::logic_error when a different backend is in use already.
+void select_backend(backend which);
+
 std::string_view to_string(backend which) noexcept;
 
 }  // namespace ferry

@@ -47,6 +47,7 @@
 
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <type_traits>
 #include <vector>
 
@@ -81,8 +82,13 @@ class engine {
 
   // Binds the engine to `executor` (the default for handlers without one) and to the primary context of
   // options.device. Throws std::invalid_argument for bad options, cuda_error when the device is unusable.
+  //
+  // The engine must not outlive the execution context (io_context) of `executor`: destroy the engine
+  // first. An op started after that context has shut down throws std::logic_error and starts nothing.
   explicit engine(executor_type executor, engine_options options = {})
-      : executor_(std::move(executor)), core_(std::make_shared<detail::engine_core>(options)) {}
+      : executor_(std::move(executor)),
+        executor_registry_(detail::registry_of(detail::context_of(executor_))),
+        core_(std::make_shared<detail::engine_core>(options)) {}
 
   engine(const engine&) = delete;
   engine& operator=(const engine&) = delete;
@@ -331,6 +337,7 @@ class engine {
     return boost::asio::async_initiate<Token, status_signature>(
         initiation{executor_,
                    [this](auto handler) {
+                     check_executor_alive();
                      auto op = make_operation(std::move(handler), deliver_status{});
                      core_->wait_all(std::move(op));
                    }},
@@ -433,6 +440,7 @@ class engine {
     return boost::asio::async_initiate<Token, Signature>(
         initiation{executor_,
                    [this, stream, deliver = std::move(deliver)](auto handler, detail::prepared_transfer transfer) mutable {
+                     check_executor_alive();
                      auto make = [&] { return make_operation(std::move(handler), std::move(deliver)); };
                      core_->start(detail::operation_factory(make), std::move(transfer), stream);
                      detail::stage_trace::mark(detail::stage_trace::stage::initiating_call_returns);
@@ -456,7 +464,17 @@ class engine {
         std::move(transfer), stream, deliver_vector<Vector>{std::move(owned)}, std::forward<Token>(token));
   }
 
+  // Its context's shutdown, as the handlers' registry sees it: the registry outlives the context.
+  void check_executor_alive() const {
+    if (executor_registry_->shut_down_flag()) {
+      throw std::logic_error(
+          "ferry::engine: the execution context of the engine's executor has shut down (its io_context was "
+          "destroyed or shut down); an engine must not outlive it, and no operation was started");
+    }
+  }
+
   executor_type executor_;
+  std::shared_ptr<detail::pending_handlers::registry> executor_registry_;
   std::shared_ptr<detail::engine_core> core_;
 };
 

@@ -4,15 +4,25 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 
 namespace ferry::bench {
 namespace {
+
+// Before anything else a benchmark prints: a figure measured on the sim must never pass for a GPU's.
+// FERRY_BACKEND is the only way a benchmark chooses the sim, and reading it needs no driver call.
+[[maybe_unused]] const bool announced_sim = [] {
+  const char* backend = std::getenv("FERRY_BACKEND");
+  if (backend != nullptr && std::string_view(backend) == "sim") std::fprintf(stderr, "%s\n", simulated_notice);
+  return true;
+}();
 
 double seconds_of(const std::function<void()>& prepare, const std::function<void()>& run) {
   if (prepare) prepare();
@@ -79,17 +89,22 @@ void write_report(const std::vector<result>& results, const std::string& dir, co
                   r.ferry_figure(), r.raw_figure(), r.unit().c_str(), r.ratio(), r.trials);
     table << line;
   }
-  std::cout << "\n" << device_description << " (backend " << backend << ")\n\n" << table.str() << std::flush;
+  const bool simulated = backend == "sim";
+  const std::string notice = simulated ? std::string(simulated_notice) + "\n" : std::string();
+  std::cout << "\n" << notice << device_description << " (backend " << backend << ")\n\n" << table.str() << std::flush;
 
   std::filesystem::create_directories(dir);
   std::ofstream markdown(std::filesystem::path(dir) / (machine + ".md"));
-  markdown << "# ferry benchmarks: " << machine << "\n\n" << device_description << ", backend " << backend
+  markdown << "# ferry benchmarks: " << machine << (simulated ? " (simulated driver)" : "") << "\n\n" << notice
+           << device_description << ", backend " << backend
            << ".\nRatio = ferry's speed over the raw driver's (same run, medians); above 1 ferry is faster.\n\n"
            << table.str();
 
   std::ofstream json(std::filesystem::path(dir) / (machine + ".json"));
   json << "{\n  \"machine\": \"" << json_escape(machine) << "\",\n  \"device\": \"" << json_escape(device_description)
-       << "\",\n  \"backend\": \"" << backend << "\",\n  \"benchmarks\": [\n";
+       << "\",\n  \"backend\": \"" << backend << "\",\n"
+       << (simulated ? "  \"note\": \"" + std::string(simulated_notice) + "\",\n" : std::string())
+       << "  \"benchmarks\": [\n";
   for (std::size_t i = 0; i < results.size(); ++i) {
     const result& r = results[i];
     std::snprintf(line, sizeof line,

@@ -10,6 +10,10 @@
 
 namespace ferry::bench {
 
+// Heads everything a benchmark reports on the sim backend: its first console line, its table and plot.
+inline constexpr const char* simulated_notice =
+    "simulated driver: these figures describe the host simulation, not a GPU";
+
 struct comparison_spec {
   std::string name;
   std::size_t bytes = 0;         // bytes moved per run (0: a call that moves none)

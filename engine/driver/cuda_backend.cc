@@ -1,7 +1,10 @@
-// The cuda backend: libcuda.so.1 is opened at run time and every entry point is resolved through
-// cuGetProcAddress, so ferry binaries start (and fall back to sim) on machines without a driver.
+// The cuda backend: libcuda.so.1 (or $FERRY_CUDA_LIBRARY) is opened at run time and every entry point is
+// resolved through cuGetProcAddress, so ferry binaries start on machines without a driver and say why
+// when the first driver call is made (backend_selection.cc).
 #include <cudaTypedefs.h>
 #include <dlfcn.h>
+
+#include <cstdlib>
 
 #include <string>
 #include <type_traits>
@@ -24,16 +27,18 @@ using get_proc_address_fn = CUresult (*)(const char*, void**, int, cuuint64_t,
 // Fills `table` or says which step failed. The library handle is never closed: the table lives for the
 // whole process, and unloading the driver at exit would race with other static destructors.
 bool load(driver_table& table, std::string& why_not) {
-  void* library = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  const char* named = std::getenv("FERRY_CUDA_LIBRARY");
+  const std::string library_name = named && *named ? named : "libcuda.so.1";
+  void* library = ::dlopen(library_name.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) {
     const char* error = ::dlerror();
-    why_not = std::string("cannot load libcuda.so.1: ") + (error ? error : "unknown dlopen error");
+    why_not = "cannot load " + library_name + ": " + (error ? error : "unknown dlopen error");
     return false;
   }
   auto get_proc_address =
       reinterpret_cast<get_proc_address_fn>(::dlsym(library, "cuGetProcAddress_v2"));
   if (get_proc_address == nullptr) {
-    why_not = "libcuda.so.1 has no cuGetProcAddress_v2 (the driver is older than CUDA 12.0)";
+    why_not = library_name + " has no cuGetProcAddress_v2 (the driver is older than CUDA 12.0)";
     return false;
   }
   bool complete = true;

@@ -12,7 +12,6 @@
 #include <unordered_map>
 
 #include "engine/driver/driver_table.hpp"
-#include "engine/kernels/twins.hpp"
 #include "kernels/fatbin.hpp"
 
 namespace ferry::detail {
@@ -91,8 +90,6 @@ CUresult current_kernels(loaded_kernels& out) noexcept try {
     out = known->second.kernels;
     return CUDA_SUCCESS;
   }
-  // The sim finds a kernel's twin by name when the module is asked for the function.
-  if (active_backend() == backend_kind::sim) register_twins();
   // The entry first, so that a failure to allocate it cannot leave a loaded module without one.
   const auto entry = map.by_context.try_emplace(id).first;
   if (CUresult status = load(driver, entry->second); status != CUDA_SUCCESS) {
@@ -104,8 +101,7 @@ CUresult current_kernels(loaded_kernels& out) noexcept try {
 } catch (const std::bad_alloc&) {
   return CUDA_ERROR_OUT_OF_MEMORY;
 } catch (...) {
-  // driver() throws when no backend can be used (FERRY_BACKEND=cuda without a GPU).
-  return CUDA_ERROR_NOT_INITIALIZED;
+  return CUDA_ERROR_UNKNOWN;  // nothing else is expected to throw here; the caller gets a status
 }
 
 CUresult unload_current_kernels() noexcept try {
@@ -122,7 +118,7 @@ CUresult unload_current_kernels() noexcept try {
   map.by_context.erase(known);
   return driver.cuModuleUnload(module);
 } catch (...) {
-  return CUDA_ERROR_NOT_INITIALIZED;
+  return CUDA_ERROR_UNKNOWN;  // as above
 }
 
 }  // namespace ferry::detail

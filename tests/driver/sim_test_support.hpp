@@ -13,6 +13,7 @@
 
 #include "engine/driver/driver_table.hpp"
 #include "engine/driver/sim/control.hpp"
+#include "engine/driver/sim/table.hpp"
 #include "tests/support/random_bytes.hpp"
 
 // Failed checks print the status by name.

@@ -1,7 +1,7 @@
 // The engine's operations under Asio's own composition: parallel groups (variadic and ranged) with the
 // cancellation they emit, outstanding work on the I/O executor while the handler is bound elsewhere,
 // use_promise (which takes its executor from the initiation), and a Networking TS executor
-// (io_context::strand). Every transfer's bytes are checked.
+// (io_context::strand); the awaitable operators and async_compose. Every transfer's bytes are checked.
 #include "ferry/engine.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -10,6 +10,8 @@
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/compose.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/experimental/parallel_group.hpp>
 #include <boost/asio/experimental/promise.hpp>
 #include <boost/asio/experimental/use_promise.hpp>
@@ -28,6 +30,7 @@
 #include <future>
 #include <thread>
 #include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "ferry/marshal.hpp"
@@ -62,6 +65,23 @@ std::vector<T> read_back(device_ptr<T> source, std::size_t count) {
   ferry::testing::poison_fill(std::span(values));
   peek_array(count, device_ptr<const T>(source), values.data());
   return values;
+}
+
+// A composed operation over two engine ops (a poke, then a peek of what it wrote), written with
+// async_compose as an Asio user would: each engine op completes into the composed op's `self`.
+template <class Token>
+auto async_round_trip(engine& gpu, std::span<const std::uint32_t> in, device_ptr<std::uint32_t> device,
+                      std::span<std::uint32_t> out, Token&& token) {
+  return asio::async_compose<Token, void(boost::system::error_code)>(
+      [&gpu, in, device, out, step = 0](auto& self, boost::system::error_code error = {}, std::size_t = 0) mutable {
+        if (error) return self.complete(error);
+        switch (step++) {
+          case 0: return gpu.poke(in, device, std::move(self));
+          case 1: return gpu.peek(device_ptr<const std::uint32_t>(device), out, std::move(self));
+          default: return self.complete(error);
+        }
+      },
+      token, gpu.get_executor());
 }
 
 }  // namespace
@@ -157,6 +177,54 @@ BOOST_AUTO_TEST_CASE(a_ranged_parallel_group_waiting_for_one_races_no_cancellati
   }
   BOOST_REQUIRE(ferry::testing::run_until(io, [&] { return calls == groups; }));
   check_groups(records, values, read_back(area.get(), groups * parts * slice), parts, slice);
+}
+
+BOOST_AUTO_TEST_CASE(the_awaitable_operators_combine_engine_ops) {
+  using namespace boost::asio::experimental::awaitable_operators;
+  constexpr std::size_t count = 4099;
+  const auto first = random_vector<std::uint32_t>(count, 80), second = random_vector<std::uint32_t>(count, 81);
+  auto a = gpu.allocate<std::uint32_t>(count);
+  auto b = gpu.allocate<std::uint32_t>(count);
+  std::size_t both_moved = 0;
+  int either_index = -1;
+  bool finished = false;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    // &&: both complete; their byte counts come back together.
+    auto [moved_a, moved_b] = co_await (gpu.poke(std::span<const std::uint32_t>(first), a.get(), asio::use_awaitable) &&
+                                        gpu.poke(std::span<const std::uint32_t>(second), b.get(), asio::use_awaitable));
+    both_moved = moved_a + moved_b;
+    // ||: the first to complete wins; the other is cancelled (it still completes, once, with its result).
+    auto either = co_await (gpu.memset(a.get(), 16, std::uint32_t{first[0]}, asio::use_awaitable) ||
+                            gpu.memset(b.get(), 16, std::uint32_t{second[0]}, asio::use_awaitable));
+    either_index = static_cast<int>(either.index());
+    finished = true;
+  }, asio::detached);
+  BOOST_REQUIRE(ferry::testing::run_until(io, [&] { return finished; }));
+  BOOST_TEST(both_moved == 2 * count * 4);
+  BOOST_TEST((either_index == 0 || either_index == 1));
+  // Past the 16 elements the memsets may have touched, every byte is the poke's.
+  const auto back_a = read_back(a.get(), count), back_b = read_back(b.get(), count);
+  BOOST_TEST(same_bytes(std::vector(back_a.begin() + 16, back_a.end()), std::vector(first.begin() + 16, first.end())));
+  BOOST_TEST(same_bytes(std::vector(back_b.begin() + 16, back_b.end()), std::vector(second.begin() + 16, second.end())));
+}
+
+BOOST_AUTO_TEST_CASE(async_compose_chains_engine_ops_into_one_operation) {
+  constexpr std::size_t count = (1 << 20) / 4 + 5;  // pageable: staged over several chunks
+  const auto values = random_vector<std::uint32_t>(count, 82);
+  auto device = gpu.allocate<std::uint32_t>(count);
+  std::vector<std::uint32_t> back(count);
+  ferry::testing::poison_fill(std::span(back));
+  int calls = 0;
+  boost::system::error_code result;
+  async_round_trip(gpu, values, device.get(), back, [&](boost::system::error_code error) {
+    result = error;
+    ++calls;
+  });
+  BOOST_REQUIRE(ferry::testing::run_until(io, [&] { return calls == 1; }));
+  ferry::testing::run_for_a_while(io, std::chrono::milliseconds(20));
+  BOOST_TEST(calls == 1);
+  BOOST_TEST(!result);
+  BOOST_TEST(same_bytes(back, values));
 }
 
 // Asio's "outstanding work" requirement: the I/O executor (the engine's) has work until the handler has

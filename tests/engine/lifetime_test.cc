@@ -17,6 +17,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -75,6 +77,35 @@ BOOST_AUTO_TEST_CASE(destroying_the_io_context_with_ops_in_flight_destroys_their
   BOOST_TEST(called == 0);
   auto back = peek_list_array(count, destination.get());
   BOOST_CHECK(std::equal(values.begin() + 16, values.end(), back.begin() + 16));  // the GPU finished the work
+}
+
+// The rule engine.hpp states: an engine must not outlive its executor's io_context. An op started after
+// that context is gone throws (it used to crash looking the context up); nothing is started, and the
+// engine can still be destroyed.
+BOOST_AUTO_TEST_CASE(an_op_started_after_the_engine_io_context_is_gone_throws_and_starts_nothing) {
+  auto io = std::make_unique<asio::io_context>();
+  engine gpu{io->get_executor()};
+  auto destination = gpu.allocate<std::uint32_t>(64);
+  const auto values = random_vector<std::uint32_t>(64, 402);
+  poke_array(64, values.data(), destination.get());
+  io.reset();
+  int calls = 0;
+  auto message_of = [&](auto start) {
+    try {
+      start();
+    } catch (const std::logic_error& error) {
+      return std::string(error.what());
+    }
+    return std::string("no exception");
+  };
+  const std::string message =
+      message_of([&] { gpu.memset(destination.get(), 64, std::uint32_t{7}, [&](auto) { ++calls; }); });
+  BOOST_TEST(message.find("ferry::engine: the execution context of the engine's executor has shut down") !=
+             std::string::npos, message);
+  BOOST_TEST(message.find("must not outlive it, and no operation was started") != std::string::npos, message);
+  BOOST_TEST(message_of([&] { gpu.wait_all([&](auto) { ++calls; }); }) == message);
+  BOOST_TEST(calls == 0);
+  BOOST_TEST(same_bytes(peek_list_array(64, destination.get()), values));  // the memset never ran
 }
 
 BOOST_AUTO_TEST_CASE(destroying_the_engine_waits_for_gpu_work_then_completes_pending_handlers) {

@@ -1,6 +1,7 @@
 // ferry::detail::sim_table(): every entry point of FERRY_DRIVER_ENTRY_POINTS, filled with the sim's
 // implementation of the same name and type. Each call first consults fail_call, then (for all but the
-// calls the driver answers before cuInit) refuses to run before cuInit.
+// calls the driver answers before cuInit) refuses to run before cuInit. Linking this file registers the
+// table with the backend selection: the sim is usable only in programs that link it.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -12,10 +13,13 @@
 #include <vector>
 #include <string_view>
 
+#include "engine/driver/sim/table.hpp"
+
 #include "engine/driver/driver_table.hpp"
 #include "engine/driver/sim/api.hpp"
 #include "engine/driver/sim/control.hpp"
 #include "engine/driver/sim/faults.hpp"
+#include "engine/driver/sim/kernel_twins.hpp"
 #include "engine/driver/sim/runtime.hpp"
 
 namespace ferry::sim::detail {
@@ -80,9 +84,19 @@ ferry::detail::driver_table make_table() {
 namespace ferry::detail {
 
 const driver_table& sim_table() {
-  static const driver_table table = ferry::sim::detail::make_table();
+  static const driver_table table = [] {
+    ferry::sim::detail::register_kernel_twins();  // the library's kernels run as their host forms
+    return ferry::sim::detail::make_table();
+  }();
   return table;
 }
+
+namespace {
+
+// At static initialization (the library is always linked whole: BUILD's alwayslink).
+[[maybe_unused]] const bool registered = (register_sim_backend(&sim_table), true);
+
+}  // namespace
 
 }  // namespace ferry::detail
 
