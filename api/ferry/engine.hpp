@@ -57,6 +57,7 @@
 #include "ferry/detail/handler_completion.hpp"
 #include "ferry/detail/stage_trace.hpp"
 #include "ferry/detail/transfer.hpp"
+#include "ferry/engine_options.hpp"
 #include "ferry/error.hpp"
 #include "ferry/managed.hpp"
 #include "ferry/pointers.hpp"
@@ -356,7 +357,7 @@ class engine {
   void forget_host_memory(std::span<T> memory) { forget_host_memory(memory.data(), memory.size_bytes()); }
 
   // How many transfers each plan took so far (the planner's metric).
-  detail::plan_counts plan_counts() const noexcept { return core_->counts(); }
+  ferry::plan_counts plan_counts() const noexcept { return core_->counts(); }
 
   // The sticky error that poisoned the engine's context, if any: submits after it fail fast with it.
   std::error_code sticky_error() const noexcept { return core_->sticky_error(); }

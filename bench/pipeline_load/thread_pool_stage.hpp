@@ -26,7 +26,7 @@ class thread_pool_stage final : public gpu_stage {
   // Pageable buffers as they come: nothing is registered or cached per host buffer.
   std::shared_ptr<void> adopt_host_buffer(std::span<std::uint8_t>) override { return nullptr; }
   void forget_host_memory(std::span<std::uint8_t>) override {}
-  std::optional<detail::plan_counts> plan_counts() const override { return std::nullopt; }
+  std::optional<ferry::plan_counts> plan_counts() const override { return std::nullopt; }
   std::string name() const override { return "thread_pool"; }
 
   // The blocking work of one request, on a worker.

@@ -1,5 +1,6 @@
 #include "engine/async/completion_bridge.hpp"
 
+#include "ferry/detail/spin_pause.hpp"
 #include "ferry/detail/stage_trace.hpp"
 #include "ferry/error.hpp"
 
@@ -289,7 +290,7 @@ void completion_bridge::run() {
       // Right after activity more work usually follows (a coroutine's next transfer): stay awake for the
       // spin window so that it is seen without a wake-up, then park.
       if (options_.policy == completion_policy::poll && young) {
-        for (int i = 0; i < 32; ++i) __builtin_ia32_pause();
+        for (int i = 0; i < 32; ++i) spin_pause();
       } else {
         park(std::nullopt);
       }
@@ -334,7 +335,7 @@ void completion_bridge::run() {
       // on cuEventQuery holds driver locks that submitting threads wait for: ~0.5 us between queries.
       const bool fine = !queried_events_ && now - newest < fine_look_window;
       const int pauses = fine ? 4 : 32;
-      for (int i = 0; i < pauses; ++i) __builtin_ia32_pause();
+      for (int i = 0; i < pauses; ++i) spin_pause();
     } else {
       // Old work: sleep in proportion to how long the oldest pending work has run, so that noticing its
       // end late costs under 1% of its duration, and a long transfer costs few wake-ups.

@@ -3,7 +3,7 @@
 #include <atomic>
 #include <string>
 
-#include "ferry/detail/check.hpp"
+#include "engine/errors/check.hpp"
 
 namespace ferry::detail {
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ferry/detail/spin_pause.hpp"
+
 namespace ferry::detail {
 
 copy_crew::copy_crew(std::size_t threads, std::chrono::microseconds spin) : spin_(spin) {
@@ -57,14 +59,14 @@ void copy_crew::copy(std::byte* destination, const std::byte* source, std::size_
   if (wake) work_posted_.notify_all();
   work_on(j);
   while (j.finished.load(std::memory_order_acquire) < j.slices) {
-    __builtin_ia32_pause();  // slices other threads are copying: microseconds
+    spin_pause();  // slices other threads are copying: microseconds
   }
   {
     std::lock_guard lock(mutex_);
     jobs_.remove(&j);
   }
   // Crew threads that picked the job before it left the list may still hold it.
-  while (j.users.load(std::memory_order_acquire) != 0) __builtin_ia32_pause();
+  while (j.users.load(std::memory_order_acquire) != 0) spin_pause();
 }
 
 void copy_crew::run() {
@@ -86,7 +88,7 @@ void copy_crew::run() {
         // Nothing to do: watch for the next job for a while, then park.
         const auto until = std::chrono::steady_clock::now() + spin_;
         while (posted_.load(std::memory_order_acquire) == seen && std::chrono::steady_clock::now() < until) {
-          for (int i = 0; i < 32; ++i) __builtin_ia32_pause();
+          for (int i = 0; i < 32; ++i) spin_pause();
         }
         lock.lock();
         if (posted_.load() == seen && !stopping_) {

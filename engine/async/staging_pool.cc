@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "ferry/detail/check.hpp"
+#include "engine/errors/check.hpp"
 
 namespace ferry::detail {
 

@@ -2,7 +2,7 @@
 
 #include "engine/driver/driver_table.hpp"
 #include "ferry/context.hpp"
-#include "ferry/detail/check.hpp"
+#include "engine/errors/check.hpp"
 
 namespace ferry {
 

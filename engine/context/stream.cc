@@ -1,7 +1,7 @@
 #include <utility>
 
 #include "engine/driver/driver_table.hpp"
-#include "ferry/detail/check.hpp"
+#include "engine/errors/check.hpp"
 #include "ferry/stream.hpp"
 
 namespace ferry {

@@ -3,8 +3,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "ferry/detail/check.hpp"
-#include "ferry/detail/engine_core.hpp"
+#include "engine/errors/check.hpp"
 
 namespace ferry::detail {
 
@@ -25,23 +24,6 @@ std::size_t byte_size(std::string_view operation, std::string_view argument, std
                                           std::to_string(element_size) + " bytes overflows size_t");
   }
   return count * element_size;
-}
-
-void force_plan(prepared_transfer& transfer, transfer_plan plan) {
-  switch (plan) {
-    case transfer_plan::automatic:
-    case transfer_plan::pinned:
-    case transfer_plan::registered:
-    case transfer_plan::staged:
-      transfer.plan = plan;
-      return;
-    case transfer_plan::batched:
-      throw_invalid_argument(transfer.operation,
-                             "transfer_options::plan is batched; batching is the planner's choice for small "
-                             "page-locked copies and cannot be forced (force pinned, registered or staged)");
-  }
-  throw_invalid_argument(transfer.operation, "transfer_options::plan " + std::to_string(static_cast<int>(plan)) +
-                                                 " is not a transfer_plan");
 }
 
 }  // namespace ferry::detail

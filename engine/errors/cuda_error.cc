@@ -3,7 +3,7 @@
 #include <string>
 
 #include "engine/driver/driver_table.hpp"
-#include "ferry/detail/check.hpp"
+#include "engine/errors/check.hpp"
 
 namespace ferry {
 namespace {

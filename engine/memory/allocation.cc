@@ -2,7 +2,7 @@
 
 #include "engine/driver/driver_table.hpp"
 #include "engine/memory/known_ranges.hpp"
-#include "ferry/detail/check.hpp"
+#include "engine/errors/check.hpp"
 #include "ferry/detail/memory.hpp"
 
 namespace ferry::detail {

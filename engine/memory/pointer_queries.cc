@@ -1,7 +1,7 @@
 #include <string>
 
 #include "engine/driver/driver_table.hpp"
-#include "ferry/detail/check.hpp"
+#include "engine/errors/check.hpp"
 #include "ferry/detail/memory.hpp"
 #include "ferry/marshal.hpp"
 

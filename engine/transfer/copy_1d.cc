@@ -2,7 +2,7 @@
 #include "engine/memory/known_ranges.hpp"
 #include "engine/transfer/plans.hpp"
 #include "engine/transfer/stream_names.hpp"
-#include "ferry/detail/check.hpp"
+#include "engine/errors/check.hpp"
 #include "ferry/detail/transfer.hpp"
 
 namespace ferry::detail {

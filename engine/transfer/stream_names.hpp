@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-#include "ferry/detail/check.hpp"
+#include "engine/errors/check.hpp"
 #include "ferry/detail/transfer.hpp"
 
 namespace ferry::detail {

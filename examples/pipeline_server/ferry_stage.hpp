@@ -41,7 +41,7 @@ class ferry_stage final : public gpu_stage {
   context_ref context() const noexcept override { return gpu_.context(); }
   std::shared_ptr<void> adopt_host_buffer(std::span<std::uint8_t> memory) override;
   void forget_host_memory(std::span<std::uint8_t> memory) override { gpu_.forget_host_memory(memory); }
-  std::optional<detail::plan_counts> plan_counts() const override { return gpu_.plan_counts(); }
+  std::optional<ferry::plan_counts> plan_counts() const override { return gpu_.plan_counts(); }
   std::string name() const override { return "ferry"; }
 
  private:

@@ -17,7 +17,7 @@
 #include "examples/pipeline_server/deadline.hpp"
 #include "examples/pipeline_server/protocol.hpp"
 #include "ferry/context.hpp"
-#include "ferry/detail/engine_core.hpp"
+#include "ferry/engine_options.hpp"
 
 namespace ferry::pipeline {
 
@@ -51,7 +51,7 @@ class gpu_stage {
   // The pool is about to free a host buffer the stage may have seen.
   virtual void forget_host_memory(std::span<std::uint8_t> memory) = 0;
   // The planner's decisions so far, for the metrics (none for a stage without ferry's planner).
-  virtual std::optional<detail::plan_counts> plan_counts() const = 0;
+  virtual std::optional<ferry::plan_counts> plan_counts() const = 0;
   // "ferry", "thread_pool": a label of the metrics.
   virtual std::string name() const = 0;
 };

@@ -41,7 +41,7 @@ std::uint64_t server_metrics::requests(status outcome) const noexcept {
 
 std::string server_metrics::render(std::string_view stage, const buffer_pool::occupancy& memory,
                                    const lane_pool::occupancy& lanes,
-                                   const std::optional<detail::plan_counts>& plans) const {
+                                   const std::optional<ferry::plan_counts>& plans) const {
   std::ostringstream out;
   const std::string label = "stage=\"" + std::string(stage) + "\"";
   out << "# HELP pipeline_requests_total Requests answered, by operation and reply status.\n"

@@ -14,7 +14,7 @@
 #include "examples/pipeline_server/buffer_pool.hpp"
 #include "examples/pipeline_server/lane_pool.hpp"
 #include "examples/pipeline_server/protocol.hpp"
-#include "ferry/detail/engine_core.hpp"
+#include "ferry/engine_options.hpp"
 
 namespace ferry::pipeline {
 
@@ -63,7 +63,7 @@ class server_metrics {
   // The exposition: every counter, the histogram, and the gauges given (memory and lane occupancy, the
   // planner's decisions when the stage has a planner). `stage` labels the series (ferry, thread_pool).
   std::string render(std::string_view stage, const buffer_pool::occupancy& memory, const lane_pool::occupancy& lanes,
-                     const std::optional<detail::plan_counts>& plans) const;
+                     const std::optional<ferry::plan_counts>& plans) const;
 
  private:
   // Statuses a request can end with (busy answers a connection, never a request).

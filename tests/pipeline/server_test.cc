@@ -79,7 +79,7 @@ class corrupting_stage final : public pipeline::gpu_stage {
   context_ref context() const noexcept override { return inner_.context(); }
   std::shared_ptr<void> adopt_host_buffer(std::span<std::uint8_t> m) override { return inner_.adopt_host_buffer(m); }
   void forget_host_memory(std::span<std::uint8_t> m) override { inner_.forget_host_memory(m); }
-  std::optional<detail::plan_counts> plan_counts() const override { return inner_.plan_counts(); }
+  std::optional<ferry::plan_counts> plan_counts() const override { return inner_.plan_counts(); }
   std::string name() const override { return "corrupting"; }
 
  private:
@@ -147,7 +147,7 @@ BOOST_AUTO_TEST_CASE(large_buffers_are_page_locked_once_and_moved_in_one_dma) {
   const auto small = random_vector<std::uint8_t>(3000, 40);  // the 4 KiB class: pageable, staged
   c.send_request(operation::transform, small);
   check_reply(c.read_reply(), operation::transform, small);
-  const detail::plan_counts plans = *srv->stage().plan_counts();
+  const ferry::plan_counts plans = *srv->stage().plan_counts();
   BOOST_CHECK_EQUAL(plans.pinned, 8u);  // 4 pokes and 4 peeks
   BOOST_CHECK_EQUAL(plans.staged, 2u);
   BOOST_CHECK_EQUAL(plans.registered, 0u);

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "engine/driver/driver_table.hpp"
-#include "ferry/detail/check.hpp"
+#include "engine/errors/check.hpp"
 #include "ferry/marshal.hpp"
 
 namespace ferry::testing {

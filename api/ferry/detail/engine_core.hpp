@@ -17,89 +17,12 @@
 
 #include "ferry/detail/operation.hpp"
 #include "ferry/detail/transfer.hpp"
+#include "ferry/engine_options.hpp"
 
 namespace ferry {
-
-// How the engine learns that GPU work is done (see README, "Completion policies").
-enum class completion_policy {
-  poll,           // a poller thread spins on cuEventQuery while work is young, backs off, then parks
-  host_callback,  // cuLaunchHostFunc wakes the poller; the stream's status is checked after the callback
-  blocking_sync,  // the poller sleeps in cuEventSynchronize on blocking-sync events
-};
-
-// How a transfer reaches the device. The engine's planner chooses per op (visible through
-// engine_options::on_plan and engine::plan_counts()); a call can force one.
-enum class transfer_plan {
-  automatic,   // let the planner choose
-  pinned,      // page-locked host memory (or device memory): one DMA, no staging
-  registered,  // a pageable buffer registered once (the registration cache), then one DMA
-  staged,      // pageable memory copied through the pinned staging pool, chunk by chunk
-  batched,     // a small copy coalesced with concurrent ones into one cuMemcpyBatchAsync
-};
-
-std::string_view to_string(transfer_plan plan) noexcept;
-
-struct engine_options {
-  int device = 0;                                      // the engine works in this device's primary context
-  std::size_t pool_streams = 4;                        // streams for ops given no stream
-  completion_policy policy = completion_policy::poll;
-  std::chrono::microseconds spin_window{200};          // poll: spin this long after the last activity
-  // poll: longest sleep between queries while work is pending (sleeps grow with the age of the oldest
-  // pending work, 1/128 of it, so that a late look costs under 1% of a transfer's time).
-  std::chrono::microseconds max_backoff{1000};
-  // poll: keep querying, without sleeping, while the oldest pending work is younger than this; the
-  // backoff sleeps start after it. A sleep on a virtual machine ends 25-250 us late (bench/host_timers),
-  // which every transfer longer than spin_window paid once (about 100 us on the H200), while
-  // cuStreamSynchronize spins. Unset: 20 ms on machines with at least 4 cores (a core spins while the
-  // GPU works, as the driver's own waits do), else zero (on 2 cores the spinning poller would take the
-  // core that the copy threads need). Idle, the poller still parks after spin_window.
-  std::optional<std::chrono::microseconds> pending_spin;
-  // While completions are owed to an io_context, one of its threads is kept running (a task that
-  // re-queues itself) for at most this long after the last submission or completion there, so that a
-  // handler is not delayed by the wake-up of a parked thread (tens to hundreds of microseconds on a
-  // virtual machine). Zero: the io_context's threads park as usual. Unset: 5 ms on machines with at
-  // least 4 cores, else zero (on 2 cores a spinning io thread takes the core that the completion bridge
-  // and the copy threads need). See handler_completion.hpp.
-  std::optional<std::chrono::microseconds> executor_spin;
-  // Pageable transfers move through chunks of this size. 8 x 8 MiB was the best default of
-  // bench/staging_sweep on the H200 (256 MiB staged: 36 GB/s up, 42 down; 8 x 4 MiB: 23 and 44).
-  std::size_t staging_chunk_bytes = std::size_t{8} << 20;
-  std::size_t staging_chunks = 8;                      // the pool never holds more than this many chunks
-  // Host threads that fill and drain staging chunks: each chunk is split among them, because one thread
-  // copies ~10 GB/s and the copy engine moves ~55. 0: the machine's cores, at most 8.
-  std::size_t copy_threads = 0;
-  // Pageable buffers of at least this size that are transferred twice are registered (not staged);
-  // registrations stay up to registration_cache_bytes in all (least recently used dropped first).
-  std::size_t registration_threshold_bytes = std::size_t{32} << 20;
-  std::size_t registration_cache_bytes = std::size_t{8} << 30;
-  // Small copies (at most batch_max_bytes, page-locked or device memory, given no stream) that arrive
-  // within batch_window of another are submitted together; none waits longer than the window.
-  // A zero window turns batching off.
-  std::chrono::microseconds batch_window{20};
-  std::size_t batch_max_bytes = std::size_t{64} << 10;
-  std::size_t batch_most_copies = 256;
-  // Called with each transfer's plan once it is final (the trace event): on the initiating thread, except
-  // for a registered plan, which is final only once the memory is registered, on an engine thread. A
-  // transfer whose registration the driver refuses (its range overlaps memory registered already, or the
-  // pages cannot be locked) is staged instead, a forced transfer_plan::registered too, and reported as
-  // staged. Each report is counted in engine::plan_counts() as it is made. It must not throw.
-  std::function<void(std::string_view operation, transfer_plan plan, std::size_t bytes)> on_plan;
-  // Called (on an engine thread) with the description of every failed operation: the operation, stream,
-  // device, byte range and driver status. error_codes carry the status; this carries the context.
-  std::function<void(const std::string&)> on_failure;
-};
-
 namespace detail {
 
 // A validated transfer, ready to start.
-struct plan_counts {
-  std::size_t pinned = 0;
-  std::size_t registered = 0;
-  std::size_t staged = 0;
-  std::size_t batched = 0;
-  std::size_t batch_refusals = 0;  // batches the driver refused whole (their copies then went one by one)
-};
-
 struct prepared_transfer {
   std::string_view operation;  // the public function's name: a string literal
   std::size_t bytes = 0;

@@ -1,6 +1,6 @@
 // Timestamps of the stages of one op's way through the engine, from its initiating call to its
-// handler, for bench/stage_trace: where a round trip's microseconds go. Off unless that diagnostic turns
-// it on; then each mark costs a clock read (~40 ns on the H200's host), otherwise a load and a branch.
+// handler: where a round trip's time goes, for diagnostics. Off unless a diagnostic turns it on; then
+// each mark costs a clock read, otherwise a load and a branch.
 // One op at a time: each stage keeps the time it was last reached.
 #pragma once
 
@@ -31,7 +31,7 @@ enum class stage : std::size_t {
   handed_to_mailbox,       // to a waiting keep_awake turn
   mailbox_taken,           // the turn takes it
   handler_runs,
-  resumed,                 // set by bench/stage_trace after its co_await
+  resumed,                 // set by the diagnostic after its co_await
   count
 };
 

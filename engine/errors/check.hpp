@@ -1,6 +1,6 @@
 // The throwing form of a driver call (check), and the helpers that build invalid_argument messages.
 // The non-throwing form is the driver table's own call, whose CUresult destructors may ignore.
-// Implemented in engine/errors.
+// For engine code only (users see the errors of api/ferry/error.hpp).
 #pragma once
 
 #include <cuda.h>

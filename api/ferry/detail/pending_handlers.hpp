@@ -1,0 +1,204 @@
+// What ferry owes each execution context: the handlers of ops still in flight there (destroyed, as Asio
+// destroys its own pending handlers, if the context shuts down first), and the state of keeping one of
+// its threads awake (keep_awake.hpp). Also the executor helpers that work with either of Asio's executor
+// models (standard and Networking TS).
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/execution/context.hpp>
+#include <boost/asio/execution/executor.hpp>
+#include <boost/asio/execution/outstanding_work.hpp>
+#include <boost/asio/execution_context.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/prefer.hpp>
+#include <boost/asio/query.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace ferry::detail {
+
+// Per execution context: the completions ferry still owes there.
+class pending_handlers : public boost::asio::execution_context::service {
+ public:
+  struct registry;
+  struct entry {
+    virtual void abandon() noexcept = 0;
+
+   protected:
+    ~entry() = default;
+
+   private:
+    friend struct registry;
+    // Links of the registry's list of live entries (under its mutex): no allocation per op.
+    entry* previous_ = nullptr;
+    entry* next_ = nullptr;
+    bool linked_ = false;
+  };
+  struct registry {
+    std::mutex mutex;
+    entry* live = nullptr;  // the first of the live entries (under mutex)
+    bool shut_down = false;  // under mutex
+    std::atomic<bool> shut_down_seen{false};  // the same, readable without the mutex
+    bool shut_down_flag() const noexcept { return shut_down_seen.load(std::memory_order_acquire); }
+    // Keeping the context awake (io_contexts only; see the top of this file).
+    std::atomic<std::size_t> owed{0};              // completions still owed here by ops that keep it awake
+    std::atomic<bool> kept_awake{false};           // a keep_awake task is queued or running
+    std::atomic<std::int64_t> last_activity{0};    // steady_clock ticks of the last submission or completion
+    std::atomic<std::uint64_t> posted{0};          // completions posted here so far (ends a keep_awake turn)
+    std::atomic<std::size_t> posted_not_run{0};    // posted completions whose handler has not finished
+
+    // A completion handed straight to a waiting keep_awake turn (see keep_awake), run there.
+    struct delivery {
+      virtual ~delivery() = default;
+      virtual void run() = 0;
+      delivery* next = nullptr;
+      // A completion posted earlier had not run when this one was handed over: this one must run after
+      // it, so it is posted too (behind it) rather than run in the turn.
+      bool behind_posted = false;
+    };
+    // The deliveries handed to the current turn: a stack whose head is closed() while no turn waits.
+    static delivery* closed() noexcept { return reinterpret_cast<delivery*>(std::uintptr_t{1}); }
+    std::atomic<delivery*> mailbox{closed()};
+    std::atomic<std::size_t> handed_over{0};  // completions a turn took from the mailbox (a diagnostic)
+    bool mailbox_open() const noexcept { return mailbox.load(std::memory_order_acquire) != closed(); }
+    // Hands `item` to the waiting turn; false (the caller keeps it) when no turn waits.
+    bool try_hand(delivery* item) noexcept {
+      delivery* head = mailbox.load(std::memory_order_acquire);
+      do {
+        if (head == closed()) return false;
+        item->next = head;
+      } while (!mailbox.compare_exchange_weak(head, item, std::memory_order_acq_rel, std::memory_order_acquire));
+      return true;
+    }
+
+    // Under mutex.
+    void link(entry* item) noexcept {
+      item->previous_ = nullptr;
+      item->next_ = live;
+      if (live) live->previous_ = item;
+      live = item;
+      item->linked_ = true;
+    }
+    // Returns false when `item` was not linked (a shutdown took it already).
+    bool unlink(entry* item) noexcept {
+      if (!item->linked_) return false;
+      if (item->previous_) item->previous_->next_ = item->next_;
+      else live = item->next_;
+      if (item->next_) item->next_->previous_ = item->previous_;
+      item->previous_ = item->next_ = nullptr;
+      item->linked_ = false;
+      return true;
+    }
+    std::vector<entry*> unlink_all() {
+      std::vector<entry*> all;
+      while (live) {
+        all.push_back(live);
+        unlink(live);
+      }
+      return all;
+    }
+  };
+
+  using key_type = pending_handlers;
+  static inline boost::asio::execution_context::id id;
+
+  explicit pending_handlers(boost::asio::execution_context& context)
+      : boost::asio::execution_context::service(context), registry_(std::make_shared<registry>()) {}
+
+  const std::shared_ptr<registry>& shared_registry() const noexcept { return registry_; }
+
+ private:
+  void shutdown() override {
+    std::vector<entry*> abandoned;
+    {
+      std::lock_guard lock(registry_->mutex);
+      registry_->shut_down = true;
+      registry_->shut_down_seen.store(true, std::memory_order_release);
+      abandoned = registry_->unlink_all();
+    }
+    for (entry* item : abandoned) item->abandon();
+  }
+
+  std::shared_ptr<registry> registry_;
+};
+
+// The registry of `context`, remembered per thread: use_service locks the context's service list and
+// searches it, a cost every op would pay. A remembered registry whose context has shut down is looked up
+// again (another context may live at the same address now).
+inline std::shared_ptr<pending_handlers::registry> registry_of(boost::asio::execution_context& context) {
+  thread_local boost::asio::execution_context* remembered_context = nullptr;
+  thread_local std::shared_ptr<pending_handlers::registry> remembered;
+  if (remembered_context != &context || !remembered || remembered->shut_down_flag()) {
+    remembered = boost::asio::use_service<pending_handlers>(context).shared_registry();
+    remembered_context = &context;
+  }
+  return remembered;
+}
+
+// The execution context of an executor of either of Asio's models: a standard executor (query) or a
+// Networking TS one such as io_context::strand (context()).
+template <class Executor>
+boost::asio::execution_context& context_of(const Executor& executor) {
+  if constexpr (boost::asio::execution::is_executor<Executor>::value) {
+    return boost::asio::query(executor, boost::asio::execution::context);
+  } else {
+    return executor.context();
+  }
+}
+
+// Outstanding work on an executor of either of Asio's models, chosen as Asio's own handler_work chooses:
+// a standard executor (asio::strand over one too) counts it through the outstanding_work.tracked
+// property, a Networking TS executor (io_context::strand) through on_work_started / on_work_finished.
+template <class Executor, class = void>
+struct tracked_work {
+  using type = boost::asio::executor_work_guard<Executor>;
+  static type start(const Executor& executor) { return type(executor); }
+};
+template <class Executor>
+struct tracked_work<Executor, std::enable_if_t<boost::asio::execution::is_executor<Executor>::value>> {
+  using type = std::decay_t<decltype(boost::asio::prefer(std::declval<Executor>(),
+                                                         boost::asio::execution::outstanding_work.tracked))>;
+  static type start(const Executor& executor) {
+    return boost::asio::prefer(executor, boost::asio::execution::outstanding_work.tracked);
+  }
+};
+
+// Whether handlers of `executor` may run on any thread of its io_context, in any handler there (no strand).
+template <class Executor>
+bool runs_freely_on_io_context(const Executor& executor) {
+  using plain = boost::asio::io_context::executor_type;
+  using tracked = std::decay_t<decltype(boost::asio::prefer(std::declval<plain>(),
+                                                            boost::asio::execution::outstanding_work.tracked))>;
+  if constexpr (std::is_same_v<Executor, plain> || std::is_same_v<Executor, tracked>) {
+    return true;
+  } else if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>) {
+    return executor.template target<plain>() != nullptr || executor.template target<tracked>() != nullptr;
+  } else {
+    return false;
+  }
+}
+
+// Whether `executor` runs handlers on an io_context's threads (directly, type-erased, or through a strand).
+// Only those are kept awake: other executors (a thread pool, use_future's, which runs work in place)
+// have no parked thread to spare a wake-up, or would run the task inline.
+template <class Executor>
+bool runs_on_io_context(const Executor& executor) {
+  if constexpr (requires { executor.get_inner_executor(); }) {
+    return runs_on_io_context(executor.get_inner_executor());  // a strand
+  } else {
+    return runs_freely_on_io_context(executor);
+  }
+}
+
+inline std::int64_t steady_ticks() noexcept { return std::chrono::steady_clock::now().time_since_epoch().count(); }
+
+}  // namespace ferry::detail

@@ -1,0 +1,91 @@
+// The engine's options and what its planner reports: how completion is learnt, the transfer plans,
+// engine_options and the plan counters (engine::plan_counts()).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace ferry {
+
+// How the engine learns that GPU work is done (see README, "Completion policies").
+enum class completion_policy {
+  poll,           // a poller thread spins on cuEventQuery while work is young, backs off, then parks
+  host_callback,  // cuLaunchHostFunc wakes the poller; the stream's status is checked after the callback
+  blocking_sync,  // the poller sleeps in cuEventSynchronize on blocking-sync events
+};
+
+// How a transfer reaches the device. The engine's planner chooses per op (visible through
+// engine_options::on_plan and engine::plan_counts()); a call can force one.
+enum class transfer_plan {
+  automatic,   // let the planner choose
+  pinned,      // page-locked host memory (or device memory): one DMA, no staging
+  registered,  // a pageable buffer registered once (the registration cache), then one DMA
+  staged,      // pageable memory copied through the pinned staging pool, chunk by chunk
+  batched,     // a small copy coalesced with concurrent ones into one cuMemcpyBatchAsync
+};
+
+std::string_view to_string(transfer_plan plan) noexcept;
+
+struct engine_options {
+  int device = 0;                                      // the engine works in this device's primary context
+  std::size_t pool_streams = 4;                        // streams for ops given no stream
+  completion_policy policy = completion_policy::poll;
+  std::chrono::microseconds spin_window{200};          // poll: spin this long after the last activity
+  // poll: longest sleep between queries while work is pending (sleeps grow with the age of the oldest
+  // pending work, 1/128 of it, so that a late look costs under 1% of a transfer's time).
+  std::chrono::microseconds max_backoff{1000};
+  // poll: keep querying, without sleeping, while the oldest pending work is younger than this; the
+  // backoff sleeps start after it. A sleep on a virtual machine can end far later than asked, which a
+  // transfer longer than spin_window would pay, while cuStreamSynchronize spins (docs/performance.md).
+  // Unset: 20 ms on machines with at least 4 cores (a core spins while the GPU works, as the driver's
+  // own waits do), else zero (on 2 cores the spinning poller would take the core that the copy threads
+  // need). Idle, the poller still parks after spin_window.
+  std::optional<std::chrono::microseconds> pending_spin;
+  // While completions are owed to an io_context, one of its threads is kept running (a task that
+  // re-queues itself) for at most this long after the last submission or completion there, so that a
+  // handler is not delayed by the wake-up of a parked thread. Zero: the io_context's threads park as usual. Unset: 5 ms on machines with at
+  // least 4 cores, else zero (on 2 cores a spinning io thread takes the core that the completion bridge
+  // and the copy threads need). See the README, "Keeping the handler's io_context awake".
+  std::optional<std::chrono::microseconds> executor_spin;
+  // Pageable transfers move through chunks of this size (bench/staging_sweep compares settings).
+  std::size_t staging_chunk_bytes = std::size_t{8} << 20;
+  std::size_t staging_chunks = 8;                      // the pool never holds more than this many chunks
+  // Host threads that fill and drain staging chunks: each chunk is split among them, because one thread
+  // copies host memory several times slower than the copy engine moves it. 0: the machine's cores, at
+  // most 8.
+  std::size_t copy_threads = 0;
+  // Pageable buffers of at least this size that are transferred twice are registered (not staged);
+  // registrations stay up to registration_cache_bytes in all (least recently used dropped first).
+  std::size_t registration_threshold_bytes = std::size_t{32} << 20;
+  std::size_t registration_cache_bytes = std::size_t{8} << 30;
+  // Small copies (at most batch_max_bytes, page-locked or device memory, given no stream) that arrive
+  // within batch_window of another are submitted together; none waits longer than the window.
+  // A zero window turns batching off.
+  std::chrono::microseconds batch_window{20};
+  std::size_t batch_max_bytes = std::size_t{64} << 10;
+  std::size_t batch_most_copies = 256;
+  // Called with each transfer's plan once it is final (the trace event): on the initiating thread, except
+  // for a registered plan, which is final only once the memory is registered, on an engine thread. A
+  // transfer whose registration the driver refuses (its range overlaps memory registered already, or the
+  // pages cannot be locked) is staged instead, a forced transfer_plan::registered too, and reported as
+  // staged. Each report is counted in engine::plan_counts() as it is made. It must not throw.
+  std::function<void(std::string_view operation, transfer_plan plan, std::size_t bytes)> on_plan;
+  // Called (on an engine thread) with the description of every failed operation: the operation, stream,
+  // device, byte range and driver status. error_codes carry the status; this carries the context.
+  std::function<void(const std::string&)> on_failure;
+};
+
+// How many transfers each plan took so far (engine::plan_counts()).
+struct plan_counts {
+  std::size_t pinned = 0;
+  std::size_t registered = 0;
+  std::size_t staged = 0;
+  std::size_t batched = 0;
+  std::size_t batch_refusals = 0;  // batches the driver refused whole (their copies then went one by one)
+};
+
+}  // namespace ferry

@@ -1,0 +1,147 @@
+// The engine's private state (engine_core::impl), shared by the files that implement engine_core: the
+// lifecycle (engine_core.cc), admission and wait_all (admission.cc), single submissions
+// (single_submission.cc), staged transfers (staged_transfer.cc), the planner (planner.cc) and the
+// argument checks that prepare a transfer (prepare.cc).
+#pragma once
+
+#include <boost/asio/thread_pool.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/async/completion_bridge.hpp"
+#include "engine/async/copy_batcher.hpp"
+#include "engine/async/copy_crew.hpp"
+#include "engine/async/registration_cache.hpp"
+#include "engine/async/staging_pool.hpp"
+#include "engine/async/stream_sequencer.hpp"
+#include "engine/driver/driver_table.hpp"
+#include "ferry/detail/engine_core.hpp"
+
+namespace ferry::detail {
+
+inline thread_local CUcontext thread_context = nullptr;
+
+// Engine threads (workers, the bridge) make the engine's context current once.
+inline void use_context(const driver_table& driver, CUcontext context) {
+  if (thread_context != context) {
+    driver.cuCtxSetCurrent(context);
+    thread_context = context;
+  }
+}
+
+// Makes the engine's context current on a caller's thread for one submission, then restores the caller's.
+class caller_context {
+ public:
+  caller_context(const driver_table& driver, CUcontext context) : driver_(driver) {
+    CUcontext current = nullptr;
+    driver_.cuCtxGetCurrent(&current);
+    if (current != context) {
+      pushed_ = driver_.cuCtxPushCurrent(context) == CUDA_SUCCESS;
+    }
+  }
+  ~caller_context() {
+    if (pushed_) {
+      CUcontext popped = nullptr;
+      driver_.cuCtxPopCurrent(&popped);
+    }
+  }
+
+ private:
+  const driver_table& driver_;
+  bool pushed_ = false;
+};
+
+struct engine_core::impl {
+  impl(const engine_options& options);
+  ~impl();
+
+  // Operation bookkeeping for wait_all: the sequence numbers of ops not yet completed.
+  std::uint64_t admit();
+  void retire(std::uint64_t sequence);
+  void complete(const std::shared_ptr<operation>& op, std::uint64_t sequence);
+  void finish_wait(const std::shared_ptr<operation>& op);  // completes a wait_all
+
+  void fail(const std::shared_ptr<operation>& op, CUresult status, const std::string& where);
+  std::string where(const prepared_transfer& transfer, CUstream stream) const;
+
+  void run_single(std::shared_ptr<operation> op, std::uint64_t sequence, std::shared_ptr<prepared_transfer> transfer,
+                  CUstream stream, bool sequenced);
+  // A single submission's work put on a stream, and its completion armed right behind it (so that the
+  // GPU signals as soon as the work is done, whatever the engine does before it hands the op over).
+  struct submission {
+    CUresult enqueued = CUDA_SUCCESS;
+    CUresult armed = CUDA_SUCCESS;
+    completion_bridge::ticket ticket;
+  };
+  submission enqueue_and_arm(const prepared_transfer& transfer, CUstream stream);
+  // Hands the op to the bridge, or fails it.
+  void watch_submitted(std::shared_ptr<operation> op, std::uint64_t sequence,
+                       std::shared_ptr<prepared_transfer> transfer, CUstream stream, bool sequenced,
+                       submission submitted);
+  // The fast path of start(): see its definition. False when the transfer must take the planner's path.
+  bool start_at_once(operation_factory& make_op, prepared_transfer& prepared, std::optional<CUstream> stream);
+  // Whether the batcher is offered this page-locked transfer (small, on a pool stream).
+  bool batchable(const prepared_transfer& transfer, bool sequenced) const;
+  // Counts a batchable copy in flight until the returned token (kept by its transfer) goes. Only while
+  // another is in flight is a copy offered to the batcher: copies of a request/response loop arrive
+  // within the batch window of each other, and each would wait for a batch that never fills.
+  std::shared_ptr<void> count_small_copy();
+  std::atomic<std::size_t> small_copies_in_flight{0};
+  void run_staged(std::shared_ptr<operation> op, std::uint64_t sequence, std::shared_ptr<prepared_transfer> transfer,
+                  CUstream stream, bool sequenced);
+  void post_work(std::function<void()> work);
+  // Process exit: stops every engine thread at once; the driver is called no more.
+  void stop_for_exit();
+  // memcpy split among the copier threads; the calling thread copies a slice too and returns when all are done.
+  void parallel_copy(std::byte* destination, const std::byte* source, std::size_t bytes);
+
+  const driver_table& driver;
+  engine_options options;
+  int ordinal;
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  std::vector<CUstream> pool;
+  std::atomic<std::size_t> next_pool_stream{0};
+  std::atomic<int> sticky{CUDA_SUCCESS};
+
+  std::unique_ptr<completion_bridge> bridge;
+  std::unique_ptr<staging_pool> staging;
+  std::unique_ptr<registration_cache> registrations;
+  std::unique_ptr<copy_batcher> batcher;
+  int exit_ticket = -1;
+  std::atomic<bool> stopped_for_exit{false};  // the process is exiting: no more driver calls
+  std::atomic<std::size_t> pinned_plans{0}, registered_plans{0}, staged_plans{0}, batched_plans{0};
+  // Counts the plan a transfer takes and reports it (engine_options::on_plan): once the plan is final, so
+  // that the report and plan_counts() always agree.
+  void record_plan(const prepared_transfer& transfer, transfer_plan plan);
+  // Read once, and the machine-dependent defaults below chosen from it in one place:
+  // std::thread::hardware_concurrency() opens /sys/devices/system/cpu/online on each call (glibc), a few
+  // microseconds that every op paid while executor_spin() asked it.
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  std::chrono::microseconds executor_spin =
+      options.executor_spin ? *options.executor_spin
+                            : cores >= 4 ? std::chrono::microseconds(5000) : std::chrono::microseconds(0);
+  std::size_t copier_count;
+  boost::asio::thread_pool workers;   // submissions and continuations; they may wait for copiers
+  copy_crew copiers;                  // memcpy slices only; they never wait, so workers cannot deadlock
+  stream_sequencer sequencer;
+
+  std::mutex live_mutex;
+  std::condition_variable live_changed;
+  std::uint64_t next_sequence = 0;
+  std::set<std::uint64_t> live;
+  std::multimap<std::uint64_t, std::shared_ptr<operation>> waiters;  // wait_all ops by sequence
+};
+
+}  // namespace ferry::detail

@@ -1,0 +1,146 @@
+// The planner: how a transfer reaches the device (pinned, batched, registered or staged), the plan a
+// caller forces, and the report of the plan taken (engine_options::on_plan, plan_counts).
+#include "engine/async/engine_core_impl.hpp"
+
+#include <string>
+
+#include "engine/errors/check.hpp"
+#include "ferry/error.hpp"
+#include "engine/memory/known_ranges.hpp"
+#include "engine/transfer/plans.hpp"
+
+namespace ferry::detail {
+
+void engine_core::impl::record_plan(const prepared_transfer& transfer, transfer_plan plan) {
+  switch (plan) {
+    case transfer_plan::registered: registered_plans++; break;
+    case transfer_plan::staged: staged_plans++; break;
+    case transfer_plan::batched: batched_plans++; break;
+    default: pinned_plans++; break;
+  }
+  if (options.on_plan) options.on_plan(transfer.operation, plan, transfer.bytes);
+}
+
+namespace {
+
+const endpoint& host_side_of(const prepared_transfer& transfer) {
+  return transfer.source.kind == memory_kind::pageable_host ? transfer.source : transfer.destination;
+}
+
+}  // namespace
+
+std::string_view to_string(transfer_plan plan) noexcept {
+  switch (plan) {
+    case transfer_plan::automatic: return "automatic";
+    case transfer_plan::pinned: return "pinned";
+    case transfer_plan::registered: return "registered";
+    case transfer_plan::staged: return "staged";
+    case transfer_plan::batched: return "batched";
+  }
+  return "?";
+}
+
+void engine_core::start(operation_factory make_op, prepared_transfer prepared, std::optional<CUstream> stream) {
+  impl& engine = *impl_;
+  if (engine.start_at_once(make_op, prepared, stream)) return;
+  auto op = make_op();
+  const std::uint64_t sequence = engine.admit();
+  auto transfer = std::make_shared<prepared_transfer>(std::move(prepared));
+  const bool sequenced = stream.has_value();
+  const CUstream target =
+      stream ? *stream : engine.pool[engine.next_pool_stream.fetch_add(1) % engine.pool.size()];
+
+  // The planner: page-locked memory goes straight to the copy engine; pageable memory is registered
+  // when it is large and seen again, else staged.
+  transfer_plan plan = transfer->plan;
+  if (!transfer->pageable) {
+    plan = transfer_plan::pinned;
+  } else if (plan == transfer_plan::automatic) {
+    const endpoint& host = host_side_of(*transfer);
+    // The cache first: memory it registered is known to the driver too.
+    if (transfer->registrable && engine.registrations->worth_registering(host.address, transfer->bytes)) {
+      plan = transfer_plan::registered;
+    } else if (auto known = range_known_to_driver(host.address);
+               known && host.address + transfer->bytes <= known->base + known->size) {
+      plan = transfer_plan::pinned;  // the caller's own pinned or registered memory, passed as a span
+    } else {
+      // Remembers a large buffer; may drop (unregister) an older registration at the same address, which
+      // needs the engine's context current, and the caller's thread need not have it.
+      if (transfer->registrable) {
+        caller_context in_engine(engine.driver, engine.context);
+        engine.registrations->acquire(host.address, transfer->bytes, false);
+      }
+      plan = transfer_plan::staged;
+    }
+  }
+  if (plan == transfer_plan::pinned && engine.batchable(*transfer, sequenced)) {
+    transfer->counted = engine.count_small_copy();
+    const bool up = transfer->source.kind != memory_kind::device;
+    const bool down = transfer->destination.kind != memory_kind::device;
+    copy_batcher::copy item{
+        transfer->destination.address, transfer->source.address, transfer->bytes,
+        up ? direction::host_to_device : down ? direction::device_to_host : direction::device_to_device, op,
+        [&engine, op, sequence, transfer](CUresult result) {
+          if (result == CUDA_SUCCESS) {
+            op->add_bytes(transfer->bytes);
+          } else if (result != copy_batcher::not_submitted) {
+            engine.fail(op, result, transfer->label() + " (batched) of device " + std::to_string(engine.ordinal));
+          }
+          transfer->counted.reset();  // before the caller hears
+          engine.complete(op, sequence);
+        }};
+    if (engine.batcher->offer(item)) plan = transfer_plan::batched;
+  }
+  transfer->plan = plan;
+  // A registered plan is final only once the memory is registered, on an engine thread (below).
+  if (plan != transfer_plan::registered) engine.record_plan(*transfer, plan);
+  if (plan == transfer_plan::batched) return;
+
+  auto submit = [&engine, op, sequence, transfer, target, sequenced] {
+    caller_context in_engine(engine.driver, engine.context);
+    if (transfer->plan == transfer_plan::staged) {
+      engine.run_staged(op, sequence, transfer, target, sequenced);
+    } else if (transfer->plan == transfer_plan::registered) {
+      // Registering blocks for milliseconds: never on the caller's thread.
+      engine.post_work([&engine, op, sequence, transfer, target, sequenced] {
+        const endpoint& host = host_side_of(*transfer);
+        transfer->hold = engine.registrations->acquire(host.address, transfer->bytes, true);
+        // The driver may refuse the registration (the range overlaps memory registered already, or it
+        // cannot lock the pages): the transfer is staged instead, and reported so.
+        transfer->plan = transfer->hold ? transfer_plan::registered : transfer_plan::staged;
+        engine.record_plan(*transfer, transfer->plan);
+        if (!transfer->hold) {
+          engine.run_staged(op, sequence, transfer, target, sequenced);
+        } else {
+          engine.run_single(op, sequence, transfer, target, sequenced);
+        }
+      });
+    } else {
+      engine.run_single(op, sequence, transfer, target, sequenced);
+    }
+  };
+  if (sequenced) {
+    engine.sequencer.submit(target, std::move(submit));
+  } else {
+    submit();
+  }
+}
+
+void force_plan(prepared_transfer& transfer, transfer_plan plan) {
+  switch (plan) {
+    case transfer_plan::automatic:
+    case transfer_plan::pinned:
+    case transfer_plan::registered:
+    case transfer_plan::staged:
+      transfer.plan = plan;
+      return;
+    case transfer_plan::batched:
+      throw_invalid_argument(transfer.operation,
+                             "transfer_options::plan is batched; batching is the planner's choice for small "
+                             "page-locked copies and cannot be forced (force pinned, registered or staged)");
+  }
+  throw_invalid_argument(transfer.operation, "transfer_options::plan " + std::to_string(static_cast<int>(plan)) +
+                                                 " is not a transfer_plan");
+}
+
+}  // namespace ferry::detail

@@ -1,0 +1,138 @@
+// Transfers that take one driver call: the work is enqueued, its completion armed behind it, and the
+// op handed to the completion bridge. The fast path (start_at_once) does this before the op's
+// bookkeeping, so that the bookkeeping overlaps the GPU's work.
+#include "engine/async/engine_core_impl.hpp"
+
+#include <string>
+
+#include "engine/errors/check.hpp"
+#include "ferry/error.hpp"
+#include "ferry/detail/stage_trace.hpp"
+
+namespace ferry::detail {
+
+void engine_core::impl::run_single(std::shared_ptr<operation> op, std::uint64_t sequence,
+                                   std::shared_ptr<prepared_transfer> transfer, CUstream stream, bool sequenced) {
+  auto finished_submitting = [&] {
+    if (sequenced) sequencer.done(stream);
+  };
+  if (op->cancel_requested()) {  // never reached the stream: nothing to wait for
+    finished_submitting();
+    complete(op, sequence);
+    return;
+  }
+  if (int status = sticky.load(); status != CUDA_SUCCESS) {
+    fail(op, static_cast<CUresult>(status), where(*transfer, stream) + " (not submitted: the context failed earlier)");
+    finished_submitting();
+    complete(op, sequence);
+    return;
+  }
+  submission submitted = enqueue_and_arm(*transfer, stream);
+  watch_submitted(std::move(op), sequence, std::move(transfer), stream, sequenced, std::move(submitted));
+}
+
+engine_core::impl::submission engine_core::impl::enqueue_and_arm(const prepared_transfer& transfer, CUstream stream) {
+  submission submitted;
+  submitted.enqueued = transfer.bytes == 0 ? CUDA_SUCCESS : transfer.enqueue(transfer, stream);
+  stage_trace::mark(stage_trace::stage::copy_enqueued);
+  if (submitted.enqueued == CUDA_SUCCESS) submitted.armed = bridge->arm(stream, submitted.ticket);
+  return submitted;
+}
+
+void engine_core::impl::watch_submitted(std::shared_ptr<operation> op, std::uint64_t sequence,
+                                        std::shared_ptr<prepared_transfer> transfer, CUstream stream, bool sequenced,
+                                        submission submitted) {
+  auto finished_submitting = [&] {
+    if (sequenced) sequencer.done(stream);
+  };
+  if (submitted.enqueued != CUDA_SUCCESS) {
+    fail(op, submitted.enqueued, where(*transfer, stream) + " (enqueue)");
+    finished_submitting();
+    complete(op, sequence);
+    return;
+  }
+  op->mark_submitted();
+  const std::size_t bytes = transfer->bytes;
+  const CUresult status = submitted.armed;
+  if (status == CUDA_SUCCESS) {
+    const completion_bridge::warm_up touched{op.get(), transfer.get(), sizeof(prepared_transfer)};
+    bridge->watch_armed(std::move(submitted.ticket), [this, op, sequence, transfer, stream, bytes](CUresult result) {
+      if (result == CUDA_SUCCESS) {
+        op->add_bytes(bytes);
+      } else {
+        fail(op, result, where(*transfer, stream));
+      }
+      // The GPU is done with the memory: the registration is free, and the copy no longer in flight,
+      // before the caller hears (who may start the next one at once).
+      transfer->hold.reset();
+      transfer->counted.reset();
+      complete(op, sequence);
+    }, touched);
+  }
+  finished_submitting();
+  stage_trace::mark(stage_trace::stage::handed_to_bridge);
+  if (status != CUDA_SUCCESS) {
+    // The work is on the stream but cannot be watched: wait for it here rather than lose track of the
+    // caller's memory.
+    CUresult drained = driver.cuStreamSynchronize(stream);
+    fail(op, status, where(*transfer, stream) + " (cuEventRecord)");
+    if (drained == CUDA_SUCCESS) op->add_bytes(bytes);
+    complete(op, sequence);
+  }
+}
+
+
+bool engine_core::impl::batchable(const prepared_transfer& transfer, bool sequenced) const {
+  return !sequenced && batcher && transfer.batchable && transfer.bytes > 0 && transfer.bytes <= options.batch_max_bytes &&
+         sticky.load() == CUDA_SUCCESS;
+}
+
+std::shared_ptr<void> engine_core::impl::count_small_copy() {
+  small_copies_in_flight.fetch_add(1);
+  return std::shared_ptr<void>(nullptr, [this](void*) { small_copies_in_flight.fetch_sub(1); });
+}
+
+// Page-locked memory, not for the batcher, on a stream nothing else is submitting to: the work goes on
+// the stream first, with its completion armed right behind it, and the op's bookkeeping (its operation
+// and handler, the live set, the hand-off to the bridge) runs while the GPU moves the bytes (issue 3's
+// roundtrip_4KiB: see the README's H200 figures).
+bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_transfer& prepared,
+                                      std::optional<CUstream> stream) {
+  if (prepared.pageable || prepared.bytes == 0 || sticky.load() != CUDA_SUCCESS) return false;
+  std::shared_ptr<void> counted;
+  if (batchable(prepared, stream.has_value())) {
+    if (small_copies_in_flight.load() > 0) return false;  // the planner offers it to the batcher
+    counted = count_small_copy();                         // alone: straight to a stream
+  }
+  const CUstream target = stream ? *stream : pool[next_pool_stream.fetch_add(1) % pool.size()];
+  if (stream && !sequencer.try_claim(target)) return false;  // an op before it is still submitting
+  caller_context in_engine(driver, context);
+  stage_trace::mark(stage_trace::stage::enqueue_begins);
+  submission submitted = enqueue_and_arm(prepared, target);
+  std::shared_ptr<operation> op;
+  std::shared_ptr<prepared_transfer> transfer;
+  std::uint64_t sequence = 0;
+  try {
+    op = make_op();
+    stage_trace::mark(stage_trace::stage::operation_made);
+    transfer = std::make_shared<prepared_transfer>(std::move(prepared));
+    transfer->plan = transfer_plan::pinned;
+    transfer->counted = std::move(counted);
+    sequence = admit();
+    stage_trace::mark(stage_trace::stage::admitted);
+  } catch (...) {
+    // Nothing can report this op's completion: let the GPU finish with the caller's memory first. (The
+    // bridge takes the armed event back.)
+    if (submitted.enqueued == CUDA_SUCCESS) driver.cuStreamSynchronize(target);
+    if (submitted.enqueued == CUDA_SUCCESS && submitted.armed == CUDA_SUCCESS) {
+      bridge->watch_armed(std::move(submitted.ticket), [](CUresult) {});
+    }
+    if (stream) sequencer.done(target);
+    throw;
+  }
+  record_plan(*transfer, transfer_plan::pinned);
+  watch_submitted(std::move(op), sequence, std::move(transfer), target, stream.has_value(), std::move(submitted));
+  return true;
+}
+
+}  // namespace ferry::detail
