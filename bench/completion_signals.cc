@@ -1,7 +1,7 @@
 // How fast the host can learn that a 4 KiB copy is done, by each signal the driver offers: spinning on
 // cuEventQuery (what the raw round trip of bench/engine_latency does), or spinning on a word of mapped
 // page-locked memory that cuStreamWriteValue32 writes after the copy; on the submitting thread, and on a
-// second thread that then tells the submitter (the completion bridge's hop). A diagnostic for issue 3's
+// second thread that then tells the submitter (the completion bridge's hop). A diagnostic for the
 // round-trip target: it prints a table of p50 / p99 microseconds and writes no result file.
 #include <algorithm>
 #include <atomic>

@@ -1,7 +1,7 @@
 // How the staged (pageable) transfer's speed depends on the staging settings: chunk size, chunk count and
 // copy threads (engine_options), beside what the host alone can do (memcpy into page-locked memory, one
 // thread and many) and the raw driver's cuMemcpyHtoD / cuMemcpyDtoH from the same pageable memory. A
-// diagnostic for tuning the defaults (issue 4's h2d_pageable target): it prints a table and writes no
+// diagnostic for tuning the defaults (the h2d_pageable figures): it prints a table and writes no
 // result file.
 #include <boost/asio/io_context.hpp>
 

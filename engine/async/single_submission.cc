@@ -94,8 +94,8 @@ std::shared_ptr<void> engine_core::impl::count_small_copy() {
 
 // Page-locked memory, not for the batcher, on a stream nothing else is submitting to: the work goes on
 // the stream first, with its completion armed right behind it, and the op's bookkeeping (its operation
-// and handler, the live set, the hand-off to the bridge) runs while the GPU moves the bytes (issue 3's
-// roundtrip_4KiB: see the README's H200 figures).
+// and handler, the live set, the hand-off to the bridge) runs while the GPU moves the bytes, which
+// shortens a small transfer's round trip (docs/performance.md).
 bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_transfer& prepared,
                                       std::optional<CUstream> stream) {
   if (prepared.pageable || prepared.bytes == 0 || sticky.load() != CUDA_SUCCESS) return false;

@@ -1,5 +1,5 @@
 // Regression tests for what the argument fuzzer (tests/fuzz/argument_fuzzer.cc) found in ferry's
-// argument checks, one case per finding (issue 5, "Fuzzing"). They run on both backends.
+// argument checks, one case per finding. They run on both backends.
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
 #include <boost/test/unit_test.hpp>

@@ -1,4 +1,4 @@
-// Regression (found by tests/stress:stress_test, issue 5): the registration cache unregisters a range
+// Regression (found by tests/stress:stress_test): the registration cache unregisters a range
 // when a larger transfer from the same address replaces it, or when forget_host_memory drops it. Both
 // happen on the caller's thread, which need not have the engine's context current; cuMemHostUnregister
 // then failed (CUDA_ERROR_INVALID_CONTEXT), the pages stayed registered with the driver while the cache

@@ -1,4 +1,4 @@
-// Regression (found by tests/stress:stress_test, issue 5, and by the pipeline load generator, issue 6):
+// Regression (found by tests/stress:stress_test and by the pipeline load generator):
 // a staging chunk is filled and drained by several copy threads, each taking a slice. The slice size was rounded down before being rounded up to
 // 64 bytes, so when bytes / threads was already a multiple of 64 and did not divide evenly, the last
 // bytes of the chunk were never copied: a staged poke left stale bytes on the device, a staged peek
