@@ -35,16 +35,19 @@ class handler_completion final : public completion, public pending_handlers::ent
  public:
   // `io_executor`: the engine's (the I/O executor, also the handler's when it has none of its own).
   // Work is counted on both until the handler has run, as Asio's own operations do, so that neither
-  // io_context's run() returns while the op is pending. `spin`: how long the handler's io_context is
-  // kept awake without activity (zero: not at all).
+  // io_context's run() returns while the op is pending; once when both are of one execution context
+  // (the common case: each count is an atomic write to the scheduler's busiest line). `spin`: how long
+  // the handler's io_context is kept awake without activity (zero: not at all).
   handler_completion(Handler handler, const boost::asio::any_io_executor& io_executor, Deliver deliver,
                      std::chrono::microseconds spin)
       : executor_(boost::asio::get_associated_executor(handler, io_executor)),
         registry_(registry_of(context_of(executor_))),
         handler_(std::move(handler)),
         work_(tracked_work<executor_type>::start(executor_)),
-        io_work_(tracked_work<boost::asio::any_io_executor>::start(io_executor)),
         deliver_(std::move(deliver)) {
+    if (&context_of(io_executor) != &context_of(executor_)) {
+      io_work_.emplace(tracked_work<boost::asio::any_io_executor>::start(io_executor));
+    }
     {
       std::lock_guard lock(registry_->mutex);
       registry_->link(this);
@@ -96,7 +99,7 @@ class handler_completion final : public completion, public pending_handlers::ent
     std::lock_guard lock(registry_->mutex);
     // Gone from the registry: the context shut down and destroyed the handler already.
     if (!registry_->unlink(this)) return;
-    bound_handler run{std::move(*handler_), std::move(*work_), std::move(*io_work_), std::move(deliver_), error, bytes};
+    bound_handler run{std::move(*handler_), std::move(*work_), std::move(io_work_), std::move(deliver_), error, bytes};
     handler_.reset();
     work_.reset();
     io_work_.reset();
