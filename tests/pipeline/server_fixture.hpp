@@ -12,7 +12,9 @@
 
 #include "examples/pipeline_server/ferry_stage.hpp"
 #include "examples/pipeline_server/server.hpp"
+#include "tests/pipeline/client.hpp"
 #include "tests/support/device_fixture.hpp"
+#include "tests/support/random_bytes.hpp"
 #include "tests/support/stream_gate.hpp"
 
 namespace ferry::testing {
@@ -78,5 +80,14 @@ struct server_fixture : device_fixture {
   std::size_t streams_opened = 0;  // by the stage, for its lanes
   std::unique_ptr<pipeline::server> srv;
 };
+
+// The reply to `op` over `payload` is correct in every byte and in its checksum.
+inline void check_reply(const reply& r, pipeline::operation op, const std::vector<std::uint8_t>& payload) {
+  BOOST_REQUIRE_MESSAGE(r.header.status == pipeline::status::ok,
+                        "status " << pipeline::to_string(r.header.status) << ": " << r.text());
+  const expected_reply expected = expected_for(op, payload);
+  BOOST_CHECK_EQUAL(r.header.checksum, expected.checksum);
+  BOOST_CHECK_MESSAGE(same_bytes(r.body, expected.body), "the result differs from the transform of the payload");
+}
 
 }  // namespace ferry::testing

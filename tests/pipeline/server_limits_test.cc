@@ -28,14 +28,6 @@ namespace {
 // How long a test waits for what must happen: far beyond any deadline here, for a slow sanitized run.
 constexpr milliseconds patience = std::chrono::seconds(20);
 
-void check_reply(const reply& r, operation op, const std::vector<std::uint8_t>& payload) {
-  BOOST_REQUIRE_MESSAGE(r.header.status == status::ok,
-                        "status " << pipeline::to_string(r.header.status) << ": " << r.text());
-  const expected_reply expected = expected_for(op, payload);
-  BOOST_CHECK_EQUAL(r.header.checksum, expected.checksum);
-  BOOST_CHECK_MESSAGE(same_bytes(r.body, expected.body), "the result differs from the transform of the payload");
-}
-
 // A reply, or a failed check when none comes within the patience (instead of blocking for ever).
 reply reply_within_patience(client& c) {
   BOOST_REQUIRE_MESSAGE(c.readable_within(patience), "no reply within " << patience.count() << " ms");

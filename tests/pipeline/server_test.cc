@@ -39,15 +39,6 @@ pipeline::load_options small_load(const pipeline::server& srv) {
   return o;
 }
 
-// The reply to `op` over `payload` is correct in every byte and in its checksum.
-void check_reply(const reply& r, operation op, const std::vector<std::uint8_t>& payload) {
-  BOOST_REQUIRE_MESSAGE(r.header.status == status::ok,
-                        "status " << pipeline::to_string(r.header.status) << ": " << r.text());
-  const expected_reply expected = expected_for(op, payload);
-  BOOST_CHECK_EQUAL(r.header.checksum, expected.checksum);
-  BOOST_CHECK_MESSAGE(same_bytes(r.body, expected.body), "the result differs from the transform of the payload");
-}
-
 // A server that has seen bad input still answers others correctly, and holds no memory for the failed one.
 void check_still_serving(server_fixture& f) {
   client other(f.srv->endpoint());
