@@ -408,7 +408,7 @@ void fuzz_fill(fuzz_input& in) {
   verdict outcome = bytes > wide_size_max ? verdict::invalid : side_verdict(w.map, promised::device, destination, 0, bytes);
   if (size == 3 || destination % size != 0 || destination == 0) outcome = verdict::invalid;
   // Memory the sim does not map for the device (unmapped pinned) is the driver's call, but 8- and
-  // 16-byte fills run a kernel, and a kernel's fault there is sticky: the context would die with it.
+  // 16-byte fills launch a kernel, and a kernel's fault there is sticky: the context would die with it.
   if (outcome == verdict::driver_decides && size >= 8) outcome = verdict::unsafe;
   const std::string arguments = text("fill op", op, "element", size, "count", count, "destination", destination);
   w.scramble(count ^ destination);
