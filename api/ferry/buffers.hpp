@@ -10,6 +10,7 @@
 #include "ferry/detail/memory.hpp"
 #include "ferry/flags.hpp"
 #include "ferry/pointers.hpp"
+#include "ferry/views.hpp"
 
 namespace ferry {
 namespace detail {
@@ -88,7 +89,8 @@ class pinned_buffer : public detail::owned_array<host_ptr<T>, detail::pinned_kin
     return base::adopt(host_ptr<T>(static_cast<T*>(detail::malloc_host("pinned_buffer::allocate", count, sizeof(T), flags))),
                        count);
   }
-  std::span<T> span() const noexcept { return {this->get().get(), this->size()}; }
+  // A std::span that the engine knows to be page-locked.
+  pinned_span<T> span() const noexcept { return {this->get(), this->size()}; }
   T* data() const noexcept { return this->get().get(); }
 };
 
@@ -138,6 +140,8 @@ class host_registration : public detail::owned_array<host_ptr<T>, detail::regist
                                                                          range.data(), range.size(), sizeof(T), flags))),
                        range.size());
   }
+  // The registered range, as a span that the engine knows to be page-locked.
+  pinned_span<T> span() const noexcept { return {this->get(), this->size()}; }
 };
 
 }  // namespace ferry

@@ -9,9 +9,14 @@
 //     auto dev = gpu.allocate<float>(host.size());
 //     co_await gpu.poke(host, dev.get(), asio::use_awaitable);         // borrowed until it completes
 //     co_await gpu.memset(dev.get(), host.size(), 0.0f, asio::use_awaitable);
-//     co_await gpu.peek(ferry::device_ptr<const float>(dev.get()), host, asio::use_awaitable);
+//     co_await gpu.peek(dev.get(), host, asio::use_awaitable);
 //   }, asio::detached);
 //   io.run();
+//
+// Each operation has one signature: its arguments, then optionally transfer_options (the stream, a forced
+// plan), then the completion token. Host memory is given as one argument whose type says what it is:
+// pinned_span<T> (page-locked), a std::vector<T> by rvalue (owned by the op and handed back), or anything
+// that is a std::span<T> (pageable: a span, a vector, an array). 2-D regions are pitched_views.
 //
 // Common to every operation below (Asio's headings):
 // - Completion signature: void(boost::system::error_code, std::size_t bytes) unless stated otherwise.
@@ -35,17 +40,16 @@
 // - Memory: an op's state comes from the global allocator, not the handler's associated allocator; the
 //   engine holds it until the GPU is done with the op's memory, which can be after the handler has run
 //   (Asio asks that associated-allocator memory be freed before the handler is invoked).
-// - Ordering: ops given the same stream_ref run in submission order; ops given none run on pool streams
+// - Ordering: ops given the same stream (transfer_options::stream) run in submission order; ops given none run on pool streams
 //   and may overlap. order(first, then) makes later work on `then` wait for work on `first` (an event,
 //   never a host wait); wait_all completes when everything submitted before it is done.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/async_result.hpp>
-#include <boost/asio/cancellation_type.hpp>
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <type_traits>
@@ -54,7 +58,8 @@
 #include "ferry/buffers.hpp"
 #include "ferry/context.hpp"
 #include "ferry/detail/engine_core.hpp"
-#include "ferry/detail/handler_completion.hpp"
+#include "ferry/detail/engine_initiation.hpp"
+#include "ferry/detail/memory_sides.hpp"
 #include "ferry/detail/stage_trace.hpp"
 #include "ferry/detail/transfer.hpp"
 #include "ferry/engine_options.hpp"
@@ -62,19 +67,11 @@
 #include "ferry/managed.hpp"
 #include "ferry/pointers.hpp"
 #include "ferry/stream.hpp"
+#include "ferry/views.hpp"
 
 namespace ferry {
 
 using transfer_signature = void(boost::system::error_code, std::size_t);
-
-// Per-call choices for a pageable transfer: the stream (none: a pool stream) and a forced plan.
-struct transfer_options {
-  std::optional<stream_ref> stream = std::nullopt;
-  transfer_plan plan = transfer_plan::automatic;
-  std::optional<CUstream> stream_handle() const {
-    return stream ? std::optional<CUstream>(stream->get()) : std::nullopt;
-  }
-};
 using status_signature = void(boost::system::error_code);
 
 class engine {
@@ -109,196 +106,133 @@ class engine {
     return device_buffer<T>::allocate(count);
   }
 
-  // ---- poke: host to device
+  // ---- poke: host to device, source.size() elements
   //
-  // Completion signature: void(error_code, std::size_t bytes) (void(error_code, std::vector<T>) for the
-  //   rvalue-vector forms). Per-operation cancellation: terminal, partial; a staged or registered poke stops
-  //   between chunks and reports the bytes moved. Lifetime of arguments: the host memory and the device
-  //   memory until the handler runs (an rvalue vector is the op's). Which thread runs the handler: one
-  //   running the handler's associated executor (the engine's by default), never inside this call.
-  //
-  // From pageable memory: pinned, registered or staged as the planner decides (see transfer_plan).
-  template <storable T, class Token>
-  auto poke(std::span<const T> source, device_ptr<T> destination, Token&& token) {
-    return start_transfer(core_->prepare_copy("engine::poke", source.size(), sizeof(T),
-                                              detail::pageable_side("source", source.data()),
-                                              detail::device_side("destination", destination.get())),
-                          std::nullopt, std::forward<Token>(token));
+  // Completion signature: void(error_code, std::size_t bytes), or void(error_code, std::vector<T>) when
+  //   the source is a vector given by rvalue (the op owns it and hands it back). Per-operation
+  //   cancellation: terminal, partial; a staged or registered poke stops between chunks and reports the
+  //   bytes moved. Lifetime of arguments: the host memory and the device memory until the handler runs.
+  //   Which thread runs the handler: one running the handler's associated executor (the engine's by
+  //   default), never inside this call.
+  // A pinned_span moves with one DMA; pageable memory is registered or staged as the planner decides
+  // (see transfer_plan).
+  template <class Source, storable T, class Token>
+    requires detail::host_source_of<Source, T> && (!std::is_const_v<T>)
+  auto poke(Source&& source, device_ptr<T> destination, Token&& token) {
+    return poke(std::forward<Source>(source), destination, transfer_options{}, std::forward<Token>(token));
   }
-  template <storable T, class Token>
-  auto poke(std::span<const T> source, device_ptr<T> destination, stream_ref stream, Token&& token) {
-    return start_transfer(core_->prepare_copy("engine::poke", source.size(), sizeof(T),
-                                              detail::pageable_side("source", source.data()),
-                                              detail::device_side("destination", destination.get())),
-                          stream.get(), std::forward<Token>(token));
+  template <class Source, storable T, class Token>
+    requires detail::host_source_of<Source, T> && (!std::is_const_v<T>)
+  auto poke(Source&& source, device_ptr<T> destination, transfer_options options, Token&& token) {
+    check_not_const_temporary<Source>();
+    static_assert(detail::is_owned_vector<Source> || detail::borrowable<Source>,
+                  "ferry::engine::poke: an rvalue source other than a std::vector (owned) or a view would dangle");
+    if constexpr (detail::is_owned_vector<Source>) {
+      auto owned = std::make_shared<std::remove_cv_t<Source>>(std::move(source));
+      auto transfer = core_->prepare_copy("engine::poke", owned->size(), sizeof(T), detail::host_side("source", *owned),
+                                          detail::device_side("destination", destination.get()));
+      return start_owning(std::move(transfer), options, std::move(owned), std::forward<Token>(token));
+    } else {
+      return start_transfer(core_->prepare_copy("engine::poke", std::size(source), sizeof(T),
+                                                detail::host_side("source", source),
+                                                detail::device_side("destination", destination.get())),
+                            options, std::forward<Token>(token));
+    }
   }
-  // With a forced plan (and optionally a stream): transfer_options{.stream = s, .plan = transfer_plan::staged}.
-  template <storable T, class Token>
-  auto poke(std::span<const T> source, device_ptr<T> destination, transfer_options options, Token&& token) {
-    auto transfer = core_->prepare_copy("engine::poke", source.size(), sizeof(T),
-                                        detail::pageable_side("source", source.data()),
-                                        detail::device_side("destination", destination.get()));
-    detail::force_plan(transfer, options.plan);
-    return start_transfer(std::move(transfer), options.stream_handle(), std::forward<Token>(token));
-  }
-  // From page-locked memory: one DMA, no staging.
-  template <storable T, class Token>
-  auto poke(host_ptr<const T> source, std::size_t count, device_ptr<T> destination, Token&& token) {
-    return start_transfer(core_->prepare_copy("engine::poke", count, sizeof(T), detail::pinned_side("source", source.get()),
-                                              detail::device_side("destination", destination.get())),
-                          std::nullopt, std::forward<Token>(token));
-  }
-  template <storable T, class Token>
-  auto poke(host_ptr<const T> source, std::size_t count, device_ptr<T> destination, stream_ref stream, Token&& token) {
-    return start_transfer(core_->prepare_copy("engine::poke", count, sizeof(T), detail::pinned_side("source", source.get()),
-                                              detail::device_side("destination", destination.get())),
-                          stream.get(), std::forward<Token>(token));
-  }
-  // From a vector the op owns until the GPU is done with it; it comes back in the completion:
-  // void(error_code, std::vector<T>).
-  template <storable T, class Token>
-  auto poke(std::vector<T>&& source, device_ptr<T> destination, Token&& token) {
-    auto owned = std::make_shared<std::vector<T>>(std::move(source));
-    auto transfer = core_->prepare_copy("engine::poke", owned->size(), sizeof(T),
-                                        detail::pageable_side("source", owned->data()),
-                                        detail::device_side("destination", destination.get()));
-    return start_owning(std::move(transfer), std::nullopt, std::move(owned), std::forward<Token>(token));
-  }
-  template <storable T, class Token>
-  auto poke(std::vector<T>&& source, device_ptr<T> destination, stream_ref stream, Token&& token) {
-    auto owned = std::make_shared<std::vector<T>>(std::move(source));
-    auto transfer = core_->prepare_copy("engine::poke", owned->size(), sizeof(T),
-                                        detail::pageable_side("source", owned->data()),
-                                        detail::device_side("destination", destination.get()));
-    return start_owning(std::move(transfer), stream.get(), std::move(owned), std::forward<Token>(token));
-  }
-  // A vector the caller keeps (an lvalue) is borrowed, as a span of it would be.
-  template <storable T, class Token>
-  auto poke(const std::vector<T>& source, device_ptr<T> destination, Token&& token) {
-    return poke(std::span<const T>(source), destination, std::forward<Token>(token));
-  }
-  template <storable T, class Token>
-  auto poke(const std::vector<T>& source, device_ptr<T> destination, stream_ref stream, Token&& token) {
-    return poke(std::span<const T>(source), destination, stream, std::forward<Token>(token));
-  }
-  // A const temporary cannot be handed back: rejected at compile time rather than left dangling.
-  template <storable T, class Token>
-  auto poke(const std::vector<T>&& source, device_ptr<T> destination, Token&& token) = delete;
-  template <storable T, class Token>
-  auto poke(const std::vector<T>&& source, device_ptr<T> destination, stream_ref stream, Token&& token) = delete;
 
-  // ---- peek: device to host
+  // ---- peek: device to host, destination.size() elements (or `count` into a new vector)
   //
   // Completion signature: void(error_code, std::size_t bytes), or void(error_code, std::vector<T>) for
-  //   peek(source, count, token). Per-operation cancellation: terminal, partial (a staged peek stops between
+  //   peek(source, count, ...), which makes the vector after checking the source range (a bad count never
+  //   costs host memory). Per-operation cancellation: terminal, partial (a staged peek stops between
   //   chunks; what arrived is reported in bytes). Lifetime of arguments: source and destination until the
   //   handler runs. Which thread runs the handler: one running its associated executor.
-
-  template <storable T, class Token>
-  auto peek(device_ptr<const T> source, std::span<std::remove_const_t<T>> destination, Token&& token) {
-    return start_transfer(core_->prepare_copy("engine::peek", destination.size(), sizeof(T),
+  template <storable T, class Destination, class Token>
+    requires detail::host_destination_of<Destination, std::remove_const_t<T>>
+  auto peek(device_ptr<T> source, Destination&& destination, Token&& token) {
+    return peek(source, std::forward<Destination>(destination), transfer_options{}, std::forward<Token>(token));
+  }
+  template <storable T, class Destination, class Token>
+    requires detail::host_destination_of<Destination, std::remove_const_t<T>>
+  auto peek(device_ptr<T> source, Destination&& destination, transfer_options options, Token&& token) {
+    static_assert(detail::borrowable<Destination>,
+                  "ferry::engine::peek: a temporary destination would be gone before the data arrives");
+    return start_transfer(core_->prepare_copy("engine::peek", std::size(destination), sizeof(T),
                                               detail::device_side("source", source.get()),
-                                              detail::pageable_side("destination", destination.data())),
-                          std::nullopt, std::forward<Token>(token));
+                                              detail::host_side("destination", destination)),
+                          options, std::forward<Token>(token));
   }
   template <storable T, class Token>
-  auto peek(device_ptr<const T> source, std::span<std::remove_const_t<T>> destination, stream_ref stream, Token&& token) {
-    return start_transfer(core_->prepare_copy("engine::peek", destination.size(), sizeof(T),
-                                              detail::device_side("source", source.get()),
-                                              detail::pageable_side("destination", destination.data())),
-                          stream.get(), std::forward<Token>(token));
+  auto peek(device_ptr<T> source, std::size_t count, Token&& token) {
+    return peek(source, count, transfer_options{}, std::forward<Token>(token));
   }
   template <storable T, class Token>
-  auto peek(device_ptr<const T> source, std::span<std::remove_const_t<T>> destination, transfer_options options,
-            Token&& token) {
-    auto transfer = core_->prepare_copy("engine::peek", destination.size(), sizeof(T),
-                                        detail::device_side("source", source.get()),
-                                        detail::pageable_side("destination", destination.data()));
-    detail::force_plan(transfer, options.plan);
-    return start_transfer(std::move(transfer), options.stream_handle(), std::forward<Token>(token));
-  }
-  template <storable T, class Token>
-  auto peek(device_ptr<const T> source, host_ptr<std::remove_const_t<T>> destination, std::size_t count, Token&& token) {
-    return start_transfer(core_->prepare_copy("engine::peek", count, sizeof(T), detail::device_side("source", source.get()),
-                                              detail::pinned_side("destination", destination.get())),
-                          std::nullopt, std::forward<Token>(token));
-  }
-  template <storable T, class Token>
-  auto peek(device_ptr<const T> source, host_ptr<std::remove_const_t<T>> destination, std::size_t count,
-            stream_ref stream, Token&& token) {
-    return start_transfer(core_->prepare_copy("engine::peek", count, sizeof(T), detail::device_side("source", source.get()),
-                                              detail::pinned_side("destination", destination.get())),
-                          stream.get(), std::forward<Token>(token));
-  }
-  // Into a vector the caller keeps (borrowed until the handler runs; its size is the count).
-  template <storable T, class Token>
-  auto peek(device_ptr<const T> source, std::vector<std::remove_const_t<T>>& destination, Token&& token) {
-    return peek(source, std::span<std::remove_const_t<T>>(destination), std::forward<Token>(token));
-  }
-  template <storable T, class Token>
-  auto peek(device_ptr<const T> source, std::vector<std::remove_const_t<T>>& destination, stream_ref stream,
-            Token&& token) {
-    return peek(source, std::span<std::remove_const_t<T>>(destination), stream, std::forward<Token>(token));
-  }
-  // Into a new vector of `count` elements, handed over in the completion: void(error_code, std::vector<T>).
-  // The source range is checked before the vector is made (a bad count never costs host memory).
-  template <storable T, class Token>
-  auto peek(device_ptr<const T> source, std::size_t count, Token&& token) {
+  auto peek(device_ptr<T> source, std::size_t count, transfer_options options, Token&& token) {
     core_->check_device_range("engine::peek", count, sizeof(T), detail::device_side("source", source.get()));
     auto owned = std::make_shared<std::vector<std::remove_const_t<T>>>(count);
     auto transfer = core_->prepare_copy("engine::peek", count, sizeof(T), detail::device_side("source", source.get()),
                                         detail::pageable_side("destination", owned->data()));
-    return start_owning(std::move(transfer), std::nullopt, std::move(owned), std::forward<Token>(token));
+    return start_owning(std::move(transfer), options, std::move(owned), std::forward<Token>(token));
   }
 
-  // ---- copy: device to device (same context), 2-D forms, and between contexts or devices
+  // ---- copy: device to device (same context), 2-D regions, and between contexts or devices
   //
   // Completion signature: void(error_code, std::size_t bytes). Per-operation cancellation: terminal,
   //   partial (only work not yet on a stream is dropped; otherwise operation_aborted once the GPU is done).
   //   Lifetime of arguments: both arrays until the handler runs. Which thread runs the handler: one running
   //   its associated executor. Small copies given no stream may be batched (transfer_plan::batched).
-
-  template <storable T, class Token>
-  auto copy(device_ptr<const T> source, device_ptr<std::remove_const_t<T>> destination, std::size_t count, Token&& token) {
+  template <storable S, storable T, class Token>
+    requires std::is_same_v<std::remove_const_t<S>, T>
+  auto copy(device_ptr<S> source, device_ptr<T> destination, std::size_t count, Token&& token) {
+    return copy(source, destination, count, transfer_options{}, std::forward<Token>(token));
+  }
+  template <storable S, storable T, class Token>
+    requires std::is_same_v<std::remove_const_t<S>, T>
+  auto copy(device_ptr<S> source, device_ptr<T> destination, std::size_t count, transfer_options options,
+            Token&& token) {
     return start_transfer(core_->prepare_copy("engine::copy", count, sizeof(T), detail::device_side("source", source.get()),
                                               detail::device_side("destination", destination.get())),
-                          std::nullopt, std::forward<Token>(token));
-  }
-  template <storable T, class Token>
-  auto copy(device_ptr<const T> source, device_ptr<std::remove_const_t<T>> destination, std::size_t count,
-            stream_ref stream, Token&& token) {
-    return start_transfer(core_->prepare_copy("engine::copy", count, sizeof(T), detail::device_side("source", source.get()),
-                                              detail::device_side("destination", destination.get())),
-                          stream.get(), std::forward<Token>(token));
+                          options, std::forward<Token>(token));
   }
 
-  // A width x height region (elements) at (x, y) of arrays whose rows are `width`s apart, as
-  // peek_array_2d. Either side may be device memory or page-locked host memory (host_ptr), both sides too.
+  // A region of one array to a region of the same size of another. Either side may be device memory
+  // (pitched_view<device_ptr<T>>) or page-locked host memory (pitched_view<host_ptr<T>>), both sides too.
   template <class Source, class Destination, class Token>
-  auto copy_2d(std::size_t width, std::size_t height, Source source, std::size_t source_width, std::size_t source_x,
-               std::size_t source_y, Destination destination, std::size_t destination_width, std::size_t destination_x,
-               std::size_t destination_y, stream_ref stream, Token&& token) {
-    static_assert(sizeof(typename Source::element_type) == sizeof(typename Destination::element_type));
-    return start_transfer(
-        core_->prepare_copy_2d("engine::copy_2d", width, height, sizeof(typename Source::element_type),
-                               side_of("source", source), {source_width, source_x, source_y},
-                               side_of("destination", destination), {destination_width, destination_x, destination_y}),
-        stream.get(), std::forward<Token>(token));
+  auto copy_2d(pitched_view<Source> source, pitched_view<Destination> destination, Token&& token) {
+    return copy_2d(source, destination, transfer_options{}, std::forward<Token>(token));
+  }
+  template <class Source, class Destination, class Token>
+  auto copy_2d(pitched_view<Source> source, pitched_view<Destination> destination, transfer_options options,
+               Token&& token) {
+    using element = typename pitched_view<Destination>::element_type;
+    static_assert(std::is_same_v<std::remove_const_t<typename pitched_view<Source>::element_type>, element> &&
+                      !std::is_const_v<element>,
+                  "ferry::engine::copy_2d: the regions hold different element types, or the destination is const");
+    static_assert(!std::is_pointer_v<Source> && !std::is_pointer_v<Destination>,
+                  "ferry::engine::copy_2d: host memory must be page-locked (host_ptr); pageable 2-D copies are "
+                  "synchronous (ferry::poke_array_2d / peek_array_2d)");
+    detail::check_same_extent("engine::copy_2d", source.width, source.height, destination.width, destination.height);
+    return start_transfer(core_->prepare_copy_2d("engine::copy_2d", source.width, source.height, sizeof(element),
+                                                 detail::memory_side("source", source.base), detail::plane_of(source),
+                                                 detail::memory_side("destination", destination.base),
+                                                 detail::plane_of(destination)),
+                          options, std::forward<Token>(token));
   }
 
-  template <storable T, class Token>
-  auto copy_peer(device_ptr<const T> source, context_ref source_context, device_ptr<std::remove_const_t<T>> destination,
+  template <storable S, storable T, class Token>
+    requires std::is_same_v<std::remove_const_t<S>, T>
+  auto copy_peer(device_ptr<S> source, context_ref source_context, device_ptr<T> destination,
                  context_ref destination_context, std::size_t count, Token&& token) {
-    return start_transfer(core_->prepare_copy_peer("engine::copy_peer", count, sizeof(T), source.get(), source_context.get(),
-                                                   destination.get(), destination_context.get()),
-                          std::nullopt, std::forward<Token>(token));
+    return copy_peer(source, source_context, destination, destination_context, count, transfer_options{},
+                     std::forward<Token>(token));
   }
-  template <storable T, class Token>
-  auto copy_peer(device_ptr<const T> source, context_ref source_context, device_ptr<std::remove_const_t<T>> destination,
-                 context_ref destination_context, std::size_t count, stream_ref stream, Token&& token) {
+  template <storable S, storable T, class Token>
+    requires std::is_same_v<std::remove_const_t<S>, T>
+  auto copy_peer(device_ptr<S> source, context_ref source_context, device_ptr<T> destination,
+                 context_ref destination_context, std::size_t count, transfer_options options, Token&& token) {
     return start_transfer(core_->prepare_copy_peer("engine::copy_peer", count, sizeof(T), source.get(), source_context.get(),
                                                    destination.get(), destination_context.get()),
-                          stream.get(), std::forward<Token>(token));
+                          options, std::forward<Token>(token));
   }
 
   // ---- memset (elements of 1, 2, 4, 8 or 16 bytes) and managed prefetch
@@ -306,27 +240,26 @@ class engine {
   // Completion signature: void(error_code). Per-operation cancellation: terminal, partial (as copy).
   //   Lifetime of arguments: the memory until the handler runs; `value` is copied at the call. Which thread
   //   runs the handler: one running its associated executor.
-
   template <storable T, class Token>
   auto memset(device_ptr<T> destination, std::size_t count, const T& value, Token&& token) {
-    return start_status(core_->prepare_fill("engine::memset", destination.get(), count, sizeof(T), &value),
-                        std::nullopt, std::forward<Token>(token));
+    return memset(destination, count, value, transfer_options{}, std::forward<Token>(token));
   }
   template <storable T, class Token>
-  auto memset(device_ptr<T> destination, std::size_t count, const T& value, stream_ref stream, Token&& token) {
-    return start_status(core_->prepare_fill("engine::memset", destination.get(), count, sizeof(T), &value),
-                        stream.get(), std::forward<Token>(token));
+  auto memset(device_ptr<T> destination, std::size_t count, const T& value, transfer_options options, Token&& token) {
+    return start_status(core_->prepare_fill("engine::memset", destination.get(), count, sizeof(T), &value), options,
+                        std::forward<Token>(token));
   }
 
   template <storable T, class Token>
   auto prefetch(device_ptr<T> managed, std::size_t count, memory_location location, Token&& token) {
-    return start_status(core_->prepare_prefetch("engine::prefetch", managed.get(), count, sizeof(T), location.to_driver()),
-                        std::nullopt, std::forward<Token>(token));
+    return prefetch(managed, count, location, transfer_options{}, std::forward<Token>(token));
   }
   template <storable T, class Token>
-  auto prefetch(device_ptr<T> managed, std::size_t count, memory_location location, stream_ref stream, Token&& token) {
-    return start_status(core_->prepare_prefetch("engine::prefetch", managed.get(), count, sizeof(T), location.to_driver()),
-                        stream.get(), std::forward<Token>(token));
+  auto prefetch(device_ptr<T> managed, std::size_t count, memory_location location, transfer_options options,
+                Token&& token) {
+    return start_status(
+        core_->prepare_prefetch("engine::prefetch", managed.get(), count, sizeof(T), location.to_driver()), options,
+        std::forward<Token>(token));
   }
 
   // ---- ordering
@@ -336,12 +269,12 @@ class engine {
   template <class Token>
   auto wait_all(Token&& token) {
     return boost::asio::async_initiate<Token, status_signature>(
-        initiation{executor_,
-                   [this](auto handler) {
-                     check_executor_alive();
-                     auto op = make_operation(std::move(handler), deliver_status{});
-                     core_->wait_all(std::move(op));
-                   }},
+        detail::initiation{executor_,
+                           [this](auto handler) {
+                             check_executor_alive();
+                             core_->wait_all(detail::make_operation(std::move(handler), detail::deliver_status{},
+                                                                    executor_, core_));
+                           }},
         token);
   }
 
@@ -370,99 +303,45 @@ class engine {
   std::size_t pinned_bytes() const { return core_->pinned_bytes(); }
 
  private:
-  struct deliver_bytes {
-    template <class Handler>
-    void operator()(Handler&& handler, boost::system::error_code error, std::size_t bytes) {
-      std::move(handler)(error, bytes);
-    }
-  };
-  struct deliver_status {
-    template <class Handler>
-    void operator()(Handler&& handler, boost::system::error_code error, std::size_t) {
-      std::move(handler)(error);
-    }
-  };
-  template <class Vector>
-  struct deliver_vector {
-    std::shared_ptr<Vector> owned;
-    template <class Handler>
-    void operator()(Handler&& handler, boost::system::error_code error, std::size_t) {
-      std::move(handler)(error, std::move(*owned));
-    }
-  };
-
-  // What async_initiate is given: the launch of an op, naming the engine's executor as its associated
-  // executor, as the initiations of Asio's I/O objects do. Tokens that take their executor from the
-  // initiation (experimental::use_promise) then resume on the engine's executor, not a system thread.
-  template <class Launch>
-  struct initiation {
-    using executor_type = engine::executor_type;
-    initiation(executor_type executor, Launch launch) : executor(std::move(executor)), launch(std::move(launch)) {}
-    executor_type executor;
-    Launch launch;
-    executor_type get_executor() const noexcept { return executor; }
-    template <class Handler, class... Arguments>
-    void operator()(Handler&& handler, Arguments&&... arguments) {
-      launch(std::forward<Handler>(handler), std::forward<Arguments>(arguments)...);
-    }
-  };
-
-  template <class T>
-  static detail::endpoint side_of(std::string_view argument, device_ptr<T> pointer) {
-    return detail::device_side(argument, pointer.get());
-  }
-  template <class T>
-  static detail::endpoint side_of(std::string_view argument, host_ptr<T> pointer) {
-    return detail::pinned_side(argument, pointer.get());
+  template <class Memory>
+  static constexpr void check_not_const_temporary() {
+    static_assert(!detail::is_const_temporary_vector<Memory>,
+                  "ferry::engine: a const temporary vector can be neither owned (it cannot be moved from) nor "
+                  "borrowed (it dies at the end of the call)");
   }
 
-  template <class Handler, class Deliver>
-  std::shared_ptr<detail::operation> make_operation(Handler handler, Deliver deliver) {
-    auto slot = boost::asio::get_associated_cancellation_slot(handler);
-    auto op = std::make_shared<detail::operation>(
-        std::make_unique<detail::handler_completion<Handler, Deliver>>(std::move(handler), executor_, std::move(deliver),
-                                                                       core_->executor_spin()));
-    if (slot.is_connected()) {
-      slot.assign([weak_op = std::weak_ptr(op), weak_core = std::weak_ptr(core_)](boost::asio::cancellation_type type) {
-        if ((type & (boost::asio::cancellation_type::terminal | boost::asio::cancellation_type::partial)) ==
-            boost::asio::cancellation_type::none) {
-          return;
-        }
-        auto op = weak_op.lock();
-        auto core = weak_core.lock();
-        if (op && core && op->request_cancel()) core->cancellation_requested(op);
-      });
-    }
-    return op;
-  }
-
-  template <class Deliver, class Signature, class Token>
-  auto start(detail::prepared_transfer transfer, std::optional<CUstream> stream, Deliver deliver, Token&& token) {
+  template <class Signature, class Deliver, class Token>
+  auto start(detail::prepared_transfer transfer, const transfer_options& options, Deliver deliver, Token&& token) {
+    if (options.plan != transfer_plan::automatic) detail::force_plan(transfer, options.plan);
+    std::optional<CUstream> stream;
+    if (options.stream) stream = options.stream->get();
     return boost::asio::async_initiate<Token, Signature>(
-        initiation{executor_,
-                   [this, stream, deliver = std::move(deliver)](auto handler, detail::prepared_transfer transfer) mutable {
-                     check_executor_alive();
-                     auto make = [&] { return make_operation(std::move(handler), std::move(deliver)); };
-                     core_->start(detail::operation_factory(make), std::move(transfer), stream);
-                     detail::stage_trace::mark(detail::stage_trace::stage::initiating_call_returns);
-                   }},
+        detail::initiation{
+            executor_,
+            [this, stream, deliver = std::move(deliver)](auto handler, detail::prepared_transfer transfer) mutable {
+              check_executor_alive();
+              auto make = [&] { return detail::make_operation(std::move(handler), std::move(deliver), executor_, core_); };
+              core_->start(detail::operation_factory(make), std::move(transfer), stream);
+              detail::stage_trace::mark(detail::stage_trace::stage::initiating_call_returns);
+            }},
         token, std::move(transfer));
   }
 
   template <class Token>
-  auto start_transfer(detail::prepared_transfer transfer, std::optional<CUstream> stream, Token&& token) {
-    return start<deliver_bytes, transfer_signature>(std::move(transfer), stream, deliver_bytes{}, std::forward<Token>(token));
+  auto start_transfer(detail::prepared_transfer transfer, const transfer_options& options, Token&& token) {
+    return start<transfer_signature>(std::move(transfer), options, detail::deliver_bytes{}, std::forward<Token>(token));
   }
   template <class Token>
-  auto start_status(detail::prepared_transfer transfer, std::optional<CUstream> stream, Token&& token) {
-    return start<deliver_status, status_signature>(std::move(transfer), stream, deliver_status{}, std::forward<Token>(token));
+  auto start_status(detail::prepared_transfer transfer, const transfer_options& options, Token&& token) {
+    return start<status_signature>(std::move(transfer), options, detail::deliver_status{}, std::forward<Token>(token));
   }
   template <class Vector, class Token>
-  auto start_owning(detail::prepared_transfer transfer, std::optional<CUstream> stream, std::shared_ptr<Vector> owned,
+  auto start_owning(detail::prepared_transfer transfer, const transfer_options& options, std::shared_ptr<Vector> owned,
                     Token&& token) {
     transfer.registrable = false;  // handed back to the caller, who frees it where ferry cannot see
-    return start<deliver_vector<Vector>, void(boost::system::error_code, Vector)>(
-        std::move(transfer), stream, deliver_vector<Vector>{std::move(owned)}, std::forward<Token>(token));
+    return start<void(boost::system::error_code, Vector)>(std::move(transfer), options,
+                                                          detail::deliver_vector<Vector>{std::move(owned)},
+                                                          std::forward<Token>(token));
   }
 
   // Its context's shutdown, as the handlers' registry sees it: the registry outlives the context.

@@ -1,5 +1,5 @@
 // The engine's options and what its planner reports: how completion is learnt, the transfer plans,
-// engine_options and the plan counters (engine::plan_counts()).
+// engine_options, the per-call transfer_options and the plan counters (engine::plan_counts()).
 #pragma once
 
 #include <chrono>
@@ -8,6 +8,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
+
+#include "ferry/stream.hpp"
 
 namespace ferry {
 
@@ -29,6 +32,27 @@ enum class transfer_plan {
 };
 
 std::string_view to_string(transfer_plan plan) noexcept;
+
+// Per-call choices: the stream, a forced plan, or both. Given as a stream, a plan, or a braced pair:
+//   gpu.poke(host, dev, stream, token);
+//   gpu.poke(host, dev, transfer_plan::staged, token);
+//   gpu.poke(host, dev, {stream, transfer_plan::staged}, token);
+struct transfer_options {
+  // The stream the op runs on, in submission order with the stream's other work. None: a pool stream.
+  std::optional<stream_ref> stream = std::nullopt;
+  // A forced plan. Pageable transfers may force pinned, registered or staged; transfers without a
+  // pageable side only pinned (what they do anyway); batching is the planner's alone. Anything else is an
+  // invalid_argument naming the plan.
+  transfer_plan plan = transfer_plan::automatic;
+
+  transfer_options() = default;
+  // From a stream_ref or a ferry::stream (anything that converts to a stream_ref).
+  template <class Stream>
+    requires std::is_convertible_v<const Stream&, stream_ref>
+  transfer_options(const Stream& on, transfer_plan forced = transfer_plan::automatic)  // NOLINT: implicit
+      : stream(stream_ref(on)), plan(forced) {}
+  transfer_options(transfer_plan forced) : plan(forced) {}  // NOLINT: implicit
+};
 
 struct engine_options {
   int device = 0;                                      // the engine works in this device's primary context

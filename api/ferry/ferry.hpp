@@ -10,3 +10,4 @@
 #include "ferry/marshal.hpp"
 #include "ferry/pointers.hpp"
 #include "ferry/stream.hpp"
+#include "ferry/views.hpp"

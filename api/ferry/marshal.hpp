@@ -5,7 +5,8 @@
 // Operations act in the calling thread's current context (see context.hpp).
 //
 // Synchronous forms take pageable host memory (T*); the *_async forms take page-locked memory
-// (host_ptr<T>) and a stream, as the seed does.
+// (host_ptr<T>) and a stream, as the seed does. The 2-D copies also take their regions as pitched_views
+// (views.hpp), typed by what memory each side is.
 #pragma once
 
 #include <cstddef>
@@ -19,11 +20,13 @@
 #include "ferry/buffers.hpp"
 #include "ferry/context.hpp"
 #include "ferry/detail/memory.hpp"
+#include "ferry/detail/memory_sides.hpp"
 #include "ferry/detail/transfer.hpp"
 #include "ferry/error.hpp"
 #include "ferry/flags.hpp"
 #include "ferry/pointers.hpp"
 #include "ferry/stream.hpp"
+#include "ferry/views.hpp"
 
 namespace ferry {
 
@@ -110,9 +113,15 @@ template <storable T>
 void peek_array_2d(std::size_t width, std::size_t height, device_ptr<T> source, std::size_t source_width,
                    std::size_t source_x, std::size_t source_y, std::remove_const_t<T>* destination,
                    std::size_t destination_width, std::size_t destination_x, std::size_t destination_y) {
-  detail::copy_2d("peek_array_2d", width, height, sizeof(T), detail::device_side("source", source.get()),
-                  {source_width, source_x, source_y}, detail::pageable_side("destination", destination),
-                  {destination_width, destination_x, destination_y}, std::nullopt);
+  detail::copy_2d_views("peek_array_2d", pitched_view(source, source_width, width, height, source_x, source_y),
+                        pitched_view(destination, destination_width, width, height, destination_x, destination_y),
+                        std::nullopt);
+}
+// Typed: a region of device memory to one of host memory (pageable T* or page-locked host_ptr).
+template <storable T, class Destination>
+  requires detail::same_elements_2d<device_ptr<T>, Destination>
+void peek_array_2d(pitched_view<device_ptr<T>> source, pitched_view<Destination> destination) {
+  detail::copy_2d_views("peek_array_2d", source, destination, std::nullopt);
 }
 
 template <storable T>
@@ -120,9 +129,14 @@ void peek_array_2d_async(std::size_t width, std::size_t height, device_ptr<T> so
                          std::size_t source_x, std::size_t source_y, host_ptr<std::remove_const_t<T>> destination,
                          std::size_t destination_width, std::size_t destination_x, std::size_t destination_y,
                          stream_ref stream) {
-  detail::copy_2d("peek_array_2d_async", width, height, sizeof(T), detail::device_side("source", source.get()),
-                  {source_width, source_x, source_y}, detail::pinned_side("destination", destination.get()),
-                  {destination_width, destination_x, destination_y}, stream.get());
+  detail::copy_2d_views("peek_array_2d_async", pitched_view(source, source_width, width, height, source_x, source_y),
+                        pitched_view(destination, destination_width, width, height, destination_x, destination_y),
+                        stream.get());
+}
+template <storable T, storable U>
+  requires detail::same_elements_2d<device_ptr<T>, host_ptr<U>>
+void peek_array_2d_async(pitched_view<device_ptr<T>> source, pitched_view<host_ptr<U>> destination, stream_ref stream) {
+  detail::copy_2d_views("peek_array_2d_async", source, destination, stream.get());
 }
 
 // Reads `count` elements into a new vector (the seed's list). The source range is checked before the
@@ -154,9 +168,15 @@ template <storable T>
 void poke_array_2d(std::size_t width, std::size_t height, const T* source, std::size_t source_width,
                    std::size_t source_x, std::size_t source_y, device_ptr<T> destination,
                    std::size_t destination_width, std::size_t destination_x, std::size_t destination_y) {
-  detail::copy_2d("poke_array_2d", width, height, sizeof(T), detail::pageable_side("source", source),
-                  {source_width, source_x, source_y}, detail::device_side("destination", destination.get()),
-                  {destination_width, destination_x, destination_y}, std::nullopt);
+  detail::copy_2d_views("poke_array_2d", pitched_view(source, source_width, width, height, source_x, source_y),
+                        pitched_view(destination, destination_width, width, height, destination_x, destination_y),
+                        std::nullopt);
+}
+// Typed: a region of host memory (pageable T* or page-locked host_ptr) to one of device memory.
+template <class Source, storable T>
+  requires detail::same_elements_2d<Source, device_ptr<T>>
+void poke_array_2d(pitched_view<Source> source, pitched_view<device_ptr<T>> destination) {
+  detail::copy_2d_views("poke_array_2d", source, destination, std::nullopt);
 }
 
 template <storable T>
@@ -164,9 +184,14 @@ void poke_array_2d_async(std::size_t width, std::size_t height, host_ptr<const T
                          std::size_t source_x, std::size_t source_y, device_ptr<T> destination,
                          std::size_t destination_width, std::size_t destination_x, std::size_t destination_y,
                          stream_ref stream) {
-  detail::copy_2d("poke_array_2d_async", width, height, sizeof(T), detail::pinned_side("source", source.get()),
-                  {source_width, source_x, source_y}, detail::device_side("destination", destination.get()),
-                  {destination_width, destination_x, destination_y}, stream.get());
+  detail::copy_2d_views("poke_array_2d_async", pitched_view(source, source_width, width, height, source_x, source_y),
+                        pitched_view(destination, destination_width, width, height, destination_x, destination_y),
+                        stream.get());
+}
+template <storable S, storable T>
+  requires detail::same_elements_2d<host_ptr<S>, device_ptr<T>>
+void poke_array_2d_async(pitched_view<host_ptr<S>> source, pitched_view<device_ptr<T>> destination, stream_ref stream) {
+  detail::copy_2d_views("poke_array_2d_async", source, destination, stream.get());
 }
 
 // Writes all of `values` to the device array (which must hold values.size() elements).
@@ -196,9 +221,15 @@ template <storable T>
 void copy_array_2d(std::size_t width, std::size_t height, device_ptr<T> source, std::size_t source_width,
                    std::size_t source_x, std::size_t source_y, device_ptr<std::remove_const_t<T>> destination,
                    std::size_t destination_width, std::size_t destination_x, std::size_t destination_y) {
-  detail::copy_2d("copy_array_2d", width, height, sizeof(T), detail::device_side("source", source.get()),
-                  {source_width, source_x, source_y}, detail::device_side("destination", destination.get()),
-                  {destination_width, destination_x, destination_y}, std::nullopt);
+  detail::copy_2d_views("copy_array_2d", pitched_view(source, source_width, width, height, source_x, source_y),
+                        pitched_view(destination, destination_width, width, height, destination_x, destination_y),
+                        std::nullopt);
+}
+// Typed: a region of device memory to one of device memory.
+template <storable S, storable T>
+  requires detail::same_elements_2d<device_ptr<S>, device_ptr<T>>
+void copy_array_2d(pitched_view<device_ptr<S>> source, pitched_view<device_ptr<T>> destination) {
+  detail::copy_2d_views("copy_array_2d", source, destination, std::nullopt);
 }
 
 template <storable T>
@@ -206,9 +237,15 @@ void copy_array_2d_async(std::size_t width, std::size_t height, device_ptr<T> so
                          std::size_t source_x, std::size_t source_y, device_ptr<std::remove_const_t<T>> destination,
                          std::size_t destination_width, std::size_t destination_x, std::size_t destination_y,
                          stream_ref stream) {
-  detail::copy_2d("copy_array_2d_async", width, height, sizeof(T), detail::device_side("source", source.get()),
-                  {source_width, source_x, source_y}, detail::device_side("destination", destination.get()),
-                  {destination_width, destination_x, destination_y}, stream.get());
+  detail::copy_2d_views("copy_array_2d_async", pitched_view(source, source_width, width, height, source_x, source_y),
+                        pitched_view(destination, destination_width, width, height, destination_x, destination_y),
+                        stream.get());
+}
+template <storable S, storable T>
+  requires detail::same_elements_2d<device_ptr<S>, device_ptr<T>>
+void copy_array_2d_async(pitched_view<device_ptr<S>> source, pitched_view<device_ptr<T>> destination,
+                         stream_ref stream) {
+  detail::copy_2d_views("copy_array_2d_async", source, destination, stream.get());
 }
 
 // From memory of one context to memory of another (cuMemcpyPeer): serialised with all work in both.

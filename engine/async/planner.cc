@@ -28,6 +28,9 @@ const endpoint& host_side_of(const prepared_transfer& transfer) {
 }
 
 }  // namespace
+}  // namespace ferry::detail
+
+namespace ferry {
 
 std::string_view to_string(transfer_plan plan) noexcept {
   switch (plan) {
@@ -39,6 +42,10 @@ std::string_view to_string(transfer_plan plan) noexcept {
   }
   return "?";
 }
+
+}  // namespace ferry
+
+namespace ferry::detail {
 
 void engine_core::start(operation_factory make_op, prepared_transfer prepared, std::optional<CUstream> stream) {
   impl& engine = *impl_;
@@ -130,8 +137,21 @@ void force_plan(prepared_transfer& transfer, transfer_plan plan) {
   switch (plan) {
     case transfer_plan::automatic:
     case transfer_plan::pinned:
+      transfer.plan = plan;
+      return;
     case transfer_plan::registered:
     case transfer_plan::staged:
+      if (!transfer.pageable) {
+        throw_invalid_argument(transfer.operation, "transfer_options::plan is " + std::string(ferry::to_string(plan)) +
+                                                       "; no side of this transfer is pageable host memory, so it "
+                                                       "moves as it is (force automatic or pinned)");
+      }
+      if (plan == transfer_plan::registered && !transfer.registrable) {
+        throw_invalid_argument(transfer.operation,
+                               "transfer_options::plan is registered; the op owns the vector and hands it back, "
+                               "where ferry cannot see it freed, so it cannot stay registered (force staged or "
+                               "pinned)");
+      }
       transfer.plan = plan;
       return;
     case transfer_plan::batched:

@@ -26,4 +26,15 @@ std::size_t byte_size(std::string_view operation, std::string_view argument, std
   return count * element_size;
 }
 
+void check_same_extent(std::string_view operation, std::size_t source_width, std::size_t source_height,
+                       std::size_t destination_width, std::size_t destination_height) {
+  if (source_width != destination_width || source_height != destination_height) {
+    throw_invalid_argument(operation, "source is a " + std::to_string(source_width) + " x " +
+                                          std::to_string(source_height) + " region but destination is " +
+                                          std::to_string(destination_width) + " x " +
+                                          std::to_string(destination_height) +
+                                          " (width x height in elements): a 2-D copy needs regions of one size");
+  }
+}
+
 }  // namespace ferry::detail

@@ -1,5 +1,5 @@
 // A const temporary vector cannot be owned and handed back, and must not be left dangling: rejected.
-// expect-error: use of deleted function
+// expect-error: const temporary vector
 #include <boost/asio/io_context.hpp>
 
 #include <vector>

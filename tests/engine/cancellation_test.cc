@@ -70,7 +70,7 @@ BOOST_AUTO_TEST_CASE(cancel_in_flight_completes_only_after_the_gpu_is_done) {
   ferry::testing::stream_gate gate(s);
   outcome result;
   asio::cancellation_signal signal;
-  gpu.poke(host_ptr<const std::uint32_t>(pinned.get()), count, destination.get(), s,
+  gpu.poke(pinned_span(host_ptr<const std::uint32_t>(pinned.get()), count), destination.get(), s,
            asio::bind_cancellation_slot(signal.slot(), record(result)));
   signal.emit(asio::cancellation_type::terminal);
   ferry::testing::run_for_a_while(io, std::chrono::milliseconds(200));

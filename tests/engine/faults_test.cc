@@ -69,7 +69,7 @@ BOOST_AUTO_TEST_CASE(a_failed_enqueue_completes_that_op_with_its_status_and_the_
   auto destination = gpu->allocate<std::uint32_t>(count);
   sim::fail_call("cuMemcpyHtoDAsync", 1, CUDA_ERROR_INVALID_VALUE);
   BOOST_TEST(error_of([&](auto done) {
-               gpu->poke(host_ptr<const std::uint32_t>(pinned.get()), count, destination.get(), done);
+               gpu->poke(pinned_span(host_ptr<const std::uint32_t>(pinned.get()), count), destination.get(), done);
              }) == make_error_code(CUDA_ERROR_INVALID_VALUE));
   {
     std::lock_guard lock(mutex);
@@ -77,7 +77,7 @@ BOOST_AUTO_TEST_CASE(a_failed_enqueue_completes_that_op_with_its_status_and_the_
     BOOST_TEST(failures[0].find("engine::poke: 16384 bytes") != std::string::npos, failures[0]);
     BOOST_TEST(failures[0].find("of device 0 (enqueue): CUDA_ERROR_INVALID_VALUE") != std::string::npos, failures[0]);
   }
-  BOOST_TEST(gpu->poke(host_ptr<const std::uint32_t>(pinned.get()), count, destination.get(), asio::use_future).get() ==
+  BOOST_TEST(gpu->poke(pinned_span(host_ptr<const std::uint32_t>(pinned.get()), count), destination.get(), asio::use_future).get() ==
              count * 4);
   BOOST_TEST(peek_list_array(count, destination.get()) == values);
 }

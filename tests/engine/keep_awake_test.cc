@@ -164,7 +164,7 @@ BOOST_AUTO_TEST_CASE(completions_handed_to_the_waiting_io_thread_run_once_each_i
   bool on_io_thread = true;
   const auto io_thread = std::this_thread::get_id();
   std::function<void(int)> start = [&](int i) {
-    gpu.poke(host_ptr<const std::uint32_t>(source.get() + i * count), count, destination.get() + i * count, s,
+    gpu.poke(pinned_span(host_ptr<const std::uint32_t>(source.get() + i * count), count), destination.get() + i * count, s,
              [&, i](boost::system::error_code error, std::size_t bytes) {
                if (error || bytes != count * 4) ++failures;
                on_io_thread = on_io_thread && std::this_thread::get_id() == io_thread;

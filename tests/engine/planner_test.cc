@@ -133,7 +133,7 @@ BOOST_AUTO_TEST_CASE(a_buffer_that_grows_past_its_registration_is_not_sent_as_if
 BOOST_AUTO_TEST_CASE(a_plan_can_be_forced_per_call) {
   auto values = random_vector<std::uint32_t>(big, 804);
   auto destination = gpu->allocate<std::uint32_t>(big);
-  gpu->poke(std::span<const std::uint32_t>(values), destination.get(), transfer_options{.plan = transfer_plan::registered},
+  gpu->poke(std::span<const std::uint32_t>(values), destination.get(), transfer_options{transfer_plan::registered},
             asio::use_future)
       .get();
   BOOST_TEST(same_bytes(peek_list_array(big, destination.get()), values));
@@ -141,7 +141,7 @@ BOOST_AUTO_TEST_CASE(a_plan_can_be_forced_per_call) {
   auto other = random_vector<std::uint32_t>(big, 805);
   std::copy(other.begin(), other.end(), values.begin());
   gpu->poke(std::span<const std::uint32_t>(values), destination.get(),
-            transfer_options{.stream = stream_ref(s), .plan = transfer_plan::staged}, asio::use_future)
+            transfer_options{stream_ref(s), transfer_plan::staged}, asio::use_future)
       .get();
   BOOST_TEST(same_bytes(peek_list_array(big, destination.get()), other));
   BOOST_TEST((plans() == std::vector{transfer_plan::registered, transfer_plan::staged}));
@@ -177,7 +177,7 @@ BOOST_AUTO_TEST_CASE(concurrent_small_copies_are_batched_and_a_lone_one_is_not) 
   memset(destination.get(), copies * words, std::uint32_t{0xA5A5A5A5u});
   std::atomic<std::size_t> done{0};
   for (std::size_t i = 0; i < copies; ++i) {
-    gpu->poke(host_ptr<const std::uint32_t>(pinned.get() + i * words), words, destination.get() + i * words,
+    gpu->poke(pinned_span(host_ptr<const std::uint32_t>(pinned.get() + i * words), words), destination.get() + i * words,
               [&](boost::system::error_code error, std::size_t bytes) {
                 BOOST_TEST(!error);
                 BOOST_TEST(bytes == words * 4);
@@ -193,7 +193,7 @@ BOOST_AUTO_TEST_CASE(concurrent_small_copies_are_batched_and_a_lone_one_is_not) 
   BOOST_TEST(gpu->plan_counts().batch_refusals == 0u);  // the driver took the batches as they were
   plans();
   std::this_thread::sleep_for(std::chrono::milliseconds(30));  // longer than the window: the next one is alone
-  gpu->poke(host_ptr<const std::uint32_t>(pinned.get()), words, destination.get(), asio::use_future).get();
+  gpu->poke(pinned_span(host_ptr<const std::uint32_t>(pinned.get()), words), destination.get(), asio::use_future).get();
   BOOST_TEST((plans() == std::vector{transfer_plan::pinned}));
 }
 
@@ -210,7 +210,7 @@ BOOST_AUTO_TEST_CASE(small_copies_one_after_another_are_never_held_for_a_batch) 
   memset(destination.get(), copies * words, std::uint32_t{0xA5A5A5A5u});
   plans();
   for (std::size_t i = 0; i < copies; ++i) {
-    BOOST_TEST(gpu->poke(host_ptr<const std::uint32_t>(pinned.get() + i * words), words, destination.get() + i * words,
+    BOOST_TEST(gpu->poke(pinned_span(host_ptr<const std::uint32_t>(pinned.get() + i * words), words), destination.get() + i * words,
                          asio::use_future)
                    .get() == words * 4);
   }
@@ -224,7 +224,7 @@ BOOST_AUTO_TEST_CASE(a_forced_registration_that_fails_is_reported_as_the_staged_
   constexpr std::size_t half = big / 2;  // 1 MiB of uint32
   const auto values = random_vector<std::uint32_t>(3 * half, 840);
   auto destination = gpu->allocate<std::uint32_t>(big);
-  const transfer_options forced{.plan = transfer_plan::registered};
+  const transfer_options forced{transfer_plan::registered};
   std::map<transfer_plan, std::size_t> reported;
   for (int round = 0; round < 6; ++round) {
     // [0, 2 MiB) then [1 MiB, 3 MiB), alternately: each overlaps the other's registration, and the cache

@@ -82,16 +82,15 @@ BOOST_AUTO_TEST_CASE(every_operation_completes_through_use_awaitable) {
     // Pinned memory, memset, 2-D, peer, prefetch, wait_all.
     pinned_buffer<std::uint32_t> pinned = pinned_buffer<std::uint32_t>::allocate(count);
     co_await gpu.memset(a.get(), count, 0x5a5a1234u, asio::use_awaitable);
-    co_await gpu.peek(device_ptr<const std::uint32_t>(a.get()), pinned.get(), count, asio::use_awaitable);
+    co_await gpu.peek(a.get(), pinned.span(), asio::use_awaitable);
     BOOST_CHECK(std::all_of(pinned.data(), pinned.data() + count, [](std::uint32_t v) { return v == 0x5a5a1234u; }));
     std::copy(values.begin(), values.end(), pinned.data());
-    co_await gpu.poke(host_ptr<const std::uint32_t>(pinned.get()), count, a.get(), asio::use_awaitable);
+    co_await gpu.poke(pinned_span(host_ptr<const std::uint32_t>(pinned.get()), count), a.get(), asio::use_awaitable);
 
     stream s = stream::create();
     auto before = random_vector<std::uint32_t>(pitch * 50, 102);
     poke_array(before.size(), before.data(), b.get());
-    co_await gpu.copy_2d(width, height, device_ptr<const std::uint32_t>(a.get()), pitch, 3, 2, b.get(), pitch, 5, 4, s,
-                         asio::use_awaitable);
+    co_await gpu.copy_2d(pitched_view(device_ptr<const std::uint32_t>(a.get()), pitch, width, height, 3, 2), pitched_view(b.get(), pitch, width, height, 5, 4), s, asio::use_awaitable);
     BOOST_TEST(same_bytes(peek_list_array(before.size(), b.get()), after_2d(values, before)));
 
     context second = context::create(device::get(0));
@@ -253,8 +252,7 @@ BOOST_AUTO_TEST_CASE(copy_2d_copies_between_two_page_locked_host_arrays) {
   }
   stream s = stream::create();
   ferry::testing::outcome result;
-  gpu.copy_2d(region_width, region_height, host_ptr<const std::uint16_t>(source.get().get()), source_pitch, 5, 1,
-              destination.get(), destination_pitch, 2, 3, s, ferry::testing::record(result));
+  gpu.copy_2d(pitched_view(host_ptr<const std::uint16_t>(source.get().get()), source_pitch, region_width, region_height, 5, 1), pitched_view(destination.get(), destination_pitch, region_width, region_height, 2, 3), s, ferry::testing::record(result));
   BOOST_REQUIRE(ferry::testing::run_until(io, [&] { return result.calls == 1; }));
   BOOST_TEST(!result.error);
   BOOST_TEST(result.bytes == region_width * region_height * 2);

@@ -158,8 +158,8 @@ void fuzz_copy_1d(fuzz_input& in) {
         });
       case 7:
         return run([&](auto h) {
-          if (on_stream) w.gpu.poke(host_ptr<const U>(host<const U>(source)), count, dev<U>(destination), s, h);
-          else w.gpu.poke(host_ptr<const U>(host<const U>(source)), count, dev<U>(destination), h);
+          if (on_stream) w.gpu.poke(pinned_span(host_ptr<const U>(host<const U>(source)), count), dev<U>(destination), s, h);
+          else w.gpu.poke(pinned_span(host_ptr<const U>(host<const U>(source)), count), dev<U>(destination), h);
         });
       case 8:
         return run([&](auto h) {
@@ -168,8 +168,8 @@ void fuzz_copy_1d(fuzz_input& in) {
         });
       case 9:
         return run([&](auto h) {
-          if (on_stream) w.gpu.peek(dev<const U>(source), host_ptr<U>(host<U>(destination)), count, s, h);
-          else w.gpu.peek(dev<const U>(source), host_ptr<U>(host<U>(destination)), count, h);
+          if (on_stream) w.gpu.peek(dev<const U>(source), pinned_span(host_ptr<U>(host<U>(destination)), count), s, h);
+          else w.gpu.peek(dev<const U>(source), pinned_span(host_ptr<U>(host<U>(destination)), count), h);
         });
       case 10:
         return run([&](auto h) {
@@ -178,13 +178,13 @@ void fuzz_copy_1d(fuzz_input& in) {
         });
       case 11:
         return run([&](auto h) {
-          transfer_options options{.plan = plan};
+          transfer_options options{plan};
           if (on_stream) options.stream = s;
           w.gpu.poke(std::span<const U>(host<const U>(source), count), dev<U>(destination), options, h);
         });
       case 12:
         return run([&](auto h) {
-          transfer_options options{.plan = plan};
+          transfer_options options{plan};
           if (on_stream) options.stream = s;
           w.gpu.peek(dev<const U>(source), std::span<U>(host<U>(destination), count), options, h);
         });
@@ -366,23 +366,19 @@ void fuzz_copy_2d(fuzz_input& in) {
         return w.queue.synchronize();
       case 6:
         return run([&](auto h) {
-          w.gpu.copy_2d(width, height, dev<const T>(source), source_pitch, source_x, source_y, dev<T>(destination),
-                        destination_pitch, destination_x, destination_y, s, h);
+          w.gpu.copy_2d(pitched_view(dev<const T>(source), source_pitch, width, height, source_x, source_y), pitched_view(dev<T>(destination), destination_pitch, width, height, destination_x, destination_y), s, h);
         });
       case 7:
         return run([&](auto h) {
-          w.gpu.copy_2d(width, height, host_ptr<const T>(host<const T>(source)), source_pitch, source_x, source_y,
-                        dev<T>(destination), destination_pitch, destination_x, destination_y, s, h);
+          w.gpu.copy_2d(pitched_view(host_ptr<const T>(host<const T>(source)), source_pitch, width, height, source_x, source_y), pitched_view(dev<T>(destination), destination_pitch, width, height, destination_x, destination_y), s, h);
         });
       case 8:
         return run([&](auto h) {
-          w.gpu.copy_2d(width, height, dev<const T>(source), source_pitch, source_x, source_y,
-                        host_ptr<T>(host<T>(destination)), destination_pitch, destination_x, destination_y, s, h);
+          w.gpu.copy_2d(pitched_view(dev<const T>(source), source_pitch, width, height, source_x, source_y), pitched_view(host_ptr<T>(host<T>(destination)), destination_pitch, width, height, destination_x, destination_y), s, h);
         });
       default:
         return run([&](auto h) {
-          w.gpu.copy_2d(width, height, host_ptr<const T>(host<const T>(source)), source_pitch, source_x, source_y,
-                        host_ptr<T>(host<T>(destination)), destination_pitch, destination_x, destination_y, s, h);
+          w.gpu.copy_2d(pitched_view(host_ptr<const T>(host<const T>(source)), source_pitch, width, height, source_x, source_y), pitched_view(host_ptr<T>(host<T>(destination)), destination_pitch, width, height, destination_x, destination_y), s, h);
         });
     }
   };

@@ -85,13 +85,13 @@ BOOST_AUTO_TEST_CASE(a_forced_plan_must_be_one_a_pageable_transfer_can_take) {
   expect_error<std::invalid_argument>(
       [&] {
         gpu.poke(std::span<const std::uint32_t>(host), device.array.get(),
-                 transfer_options{.plan = transfer_plan::batched}, asio::use_future);
+                 transfer_options{transfer_plan::batched}, asio::use_future);
       },
       {"engine::poke: transfer_options::plan is batched"});
   expect_error<std::invalid_argument>(
       [&] {
         gpu.peek(device_ptr<const std::uint32_t>(device.array.get()), std::span<std::uint32_t>(host),
-                 transfer_options{.plan = static_cast<transfer_plan>(5)}, asio::use_future);
+                 transfer_options{static_cast<transfer_plan>(5)}, asio::use_future);
       },
       {"engine::peek: transfer_options::plan 5 is not a transfer_plan"});
   const auto after = gpu.plan_counts();
@@ -100,7 +100,7 @@ BOOST_AUTO_TEST_CASE(a_forced_plan_must_be_one_a_pageable_transfer_can_take) {
   BOOST_TEST(device.unchanged());
   // A plan a pageable transfer can take still runs.
   auto moved = gpu.poke(std::span<const std::uint32_t>(host), device.array.get(),
-                        transfer_options{.plan = transfer_plan::staged}, asio::use_future);
+                        transfer_options{transfer_plan::staged}, asio::use_future);
   io.run();
   BOOST_TEST(moved.get() == count * sizeof(std::uint32_t));
   BOOST_TEST(same_bytes(peek_list_array(count, device.array.get()), host));

@@ -98,6 +98,40 @@ BOOST_AUTO_TEST_CASE(async_2d_forms_round_trip_through_pinned_memory_on_a_stream
   check_equal(expected_after(source, before), std::vector<double>(back.data(), back.data() + back.size()));
 }
 
+// The typed forms: each region a pitched_view, the memory kind in its pointer's type.
+BOOST_AUTO_TEST_CASE(typed_2d_forms_take_pitched_views) {
+  const auto source = random_vector<std::int32_t>(source_pitch * source_rows, 27);
+  const auto before = random_vector<std::int32_t>(destination_pitch * destination_rows, 28);
+  device_buffer<std::int32_t> a = device_buffer<std::int32_t>::allocate(before.size());
+  device_buffer<std::int32_t> b = device_buffer<std::int32_t>::allocate(before.size());
+  poke_array(before.size(), before.data(), a.get());
+  poke_array_2d(pitched_view(source.data(), source_pitch, width, height, source_x, source_y),
+                pitched_view(a.get(), destination_pitch, width, height, destination_x, destination_y));
+  copy_array_2d(pitched_view(a.get(), destination_pitch, destination_pitch, destination_rows),
+                pitched_view(b.get(), destination_pitch, destination_pitch, destination_rows));
+  std::vector<std::int32_t> back(before.size());
+  ferry::testing::poison_fill(std::span(back));
+  peek_array_2d(pitched_view(b.get(), destination_pitch, destination_pitch, destination_rows),
+                pitched_view(back.data(), destination_pitch, destination_pitch, destination_rows));
+  check_equal(expected_after(source, before), back);
+
+  pinned_buffer<std::int32_t> pinned = pinned_buffer<std::int32_t>::allocate(before.size());
+  ferry::testing::poison_fill(pinned.span());
+  stream s = stream::create();
+  peek_array_2d_async(pitched_view(device_ptr<const std::int32_t>(b.get()), destination_pitch, destination_pitch,
+                                   destination_rows),
+                      pitched_view(pinned.get(), destination_pitch, destination_pitch, destination_rows), s);
+  s.synchronize();
+  check_equal(expected_after(source, before), std::vector<std::int32_t>(pinned.data(), pinned.data() + pinned.size()));
+
+  expect_error<std::invalid_argument>(
+      [&] {
+        copy_array_2d(pitched_view(a.get(), destination_pitch, width, height),
+                      pitched_view(b.get(), destination_pitch, width, height + 1));
+      },
+      {"copy_array_2d: source is a 37 x 23 region but destination is 37 x 24"});
+}
+
 BOOST_AUTO_TEST_CASE(regions_wider_than_their_pitch_are_rejected) {
   device_buffer<std::uint32_t> device = device_buffer<std::uint32_t>::allocate(1000);
   std::vector<std::uint32_t> host(1000);

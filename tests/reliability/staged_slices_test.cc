@@ -39,7 +39,7 @@ void staged_round_trip_keeps_every_byte(const slicing_case& c, bool after_a_full
   const std::size_t total = c.bytes + (after_a_full_chunk ? chunk_bytes : 0);
   const std::vector<std::uint8_t> values = random_vector<std::uint8_t>(total, 7700 + c.copy_threads);
   auto device = gpu.allocate<std::uint8_t>(total);
-  const transfer_options staged{.plan = transfer_plan::staged};
+  const transfer_options staged{transfer_plan::staged};
   BOOST_TEST(gpu.poke(std::span<const std::uint8_t>(values), device.get(), staged, asio::use_future).get() == total);
   BOOST_TEST(same_bytes(peek_list_array(total, device.get()), values),
              c.copy_threads << " threads, " << total << " bytes: the poke left device bytes stale");

@@ -98,14 +98,14 @@ BOOST_AUTO_TEST_CASE(a_sticky_error_with_a_thousand_ops_pending_on_four_streams_
     const device_ptr<std::uint32_t> dst = device.get() + at;
     const device_ptr<const std::uint32_t> src(dst);
     switch (i % 8) {
-      case 0: gpu->poke(host_ptr<const std::uint32_t>(pinned.data() + at), slot, dst, on, bytes_done); break;
+      case 0: gpu->poke(pinned_span(host_ptr<const std::uint32_t>(pinned.data() + at), slot), dst, on, bytes_done); break;
       case 1: gpu->poke(std::span<const std::uint32_t>(pageable).subspan(at, slot), dst, on, bytes_done); break;
-      case 2: gpu->peek(src, host_ptr<std::uint32_t>(pinned.data() + at), slot, on, bytes_done); break;
+      case 2: gpu->peek(src, pinned_span(host_ptr<std::uint32_t>(pinned.data() + at), slot), on, bytes_done); break;
       case 3: gpu->peek(src, std::span<std::uint32_t>(pageable).subspan(at, slot), on, bytes_done); break;
       case 4: gpu->copy(src, other_device.get() + at, slot, on, bytes_done); break;
       case 5: gpu->memset(dst, slot, std::uint32_t(i), on, done); break;
       case 6:
-        gpu->copy_2d(64, 16, src, 256, 3, 0, other_device.get() + at, 128, 5, 1, on, bytes_done);
+        gpu->copy_2d(pitched_view(src, 256, 64, 16, 3, 0), pitched_view(other_device.get() + at, 128, 64, 16, 5, 1), on, bytes_done);
         break;
       default:
         gpu->poke(random_vector<std::uint32_t>(slot, i), dst, on,
@@ -139,7 +139,7 @@ BOOST_AUTO_TEST_CASE(a_sticky_error_with_a_thousand_ops_pending_on_four_streams_
   auto later_bytes = [&](std::size_t i) {
     return [done = later.record(i)](error_code error, std::size_t) { done(error); };
   };
-  gpu->poke(host_ptr<const std::uint32_t>(pinned.data()), slot, device.get(), later_bytes(0));
+  gpu->poke(pinned_span(host_ptr<const std::uint32_t>(pinned.data()), slot), device.get(), later_bytes(0));
   gpu->poke(std::span<const std::uint32_t>(pageable).first(slot * 64), device.get(), on, later_bytes(1));
   gpu->peek(device_ptr<const std::uint32_t>(device.get()), std::span<std::uint32_t>(pageable).first(slot), later_bytes(2));
   gpu->copy(device_ptr<const std::uint32_t>(device.get()), other_device.get(), slot, later_bytes(3));

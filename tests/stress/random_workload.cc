@@ -138,7 +138,7 @@ class worker {
     std::vector<std::byte> initial(arena_bytes_);
     std::memcpy(initial.data(), pinned_.data(), arena_bytes_);
     model_.emplace(std::move(initial));
-    co_await gpu_.poke(host_ptr<const std::uint8_t>(pinned_.get()), arena_bytes_, arena_.get(), asio::use_awaitable);
+    co_await gpu_.poke(pinned_span(host_ptr<const std::uint8_t>(pinned_.get()), arena_bytes_), arena_.get(), asio::use_awaitable);
     totals_.workers_started.fetch_add(1);
     while (std::chrono::steady_clock::now() < state_->options.deadline) {
       const bool big = index_ == 0 && state_->issued.load(std::memory_order_relaxed) >= next_big_;
@@ -304,7 +304,10 @@ class worker {
     std::size_t& cursor = pageable_side ? host.pageable : host.pinned;
     const std::size_t host_room = arena_bytes_ - cursor;
     std::optional<transfer_options> forced;
-    if (pageable_side && chance(0.2)) forced = transfer_options{.stream = stream, .plan = transfer_plan::staged};
+    if (pageable_side && chance(0.2)) {
+      forced = transfer_options(transfer_plan::staged);
+      forced->stream = stream;
+    }
 
     switch (op.kind) {
       case op_kind::poke_pageable:
@@ -331,9 +334,9 @@ class worker {
           if (stream) gpu_.poke(std::move(owned), device_at(at), *stream, vector_handler(step, op));
           else gpu_.poke(std::move(owned), device_at(at), vector_handler(step, op));
         } else if (op.kind == op_kind::poke_pinned) {
-          const host_ptr<const std::uint8_t> from(source.data());
-          if (stream) gpu_.poke(from, size, device_at(at), *stream, transfer_handler(step, op));
-          else gpu_.poke(from, size, device_at(at), transfer_handler(step, op));
+          const pinned_span<const std::uint8_t> from(host_ptr<const std::uint8_t>(source.data()), size);
+          if (stream) gpu_.poke(from, device_at(at), *stream, transfer_handler(step, op));
+          else gpu_.poke(from, device_at(at), transfer_handler(step, op));
         } else {
           const std::span<const std::uint8_t> from(source);
           if (forced) gpu_.poke(from, device_at(at), *forced, transfer_handler(step, op));
@@ -359,9 +362,9 @@ class worker {
         std::memset(into, 0xA5, size);  // bytes the peek fails to write are caught
         op.reads.emplace_back(reinterpret_cast<const std::byte*>(into), model_->expect(at, size));
         if (op.kind == op_kind::peek_pinned) {
-          const host_ptr<std::uint8_t> to(into);
-          if (stream) gpu_.peek(device_source(at), to, size, *stream, transfer_handler(step, op));
-          else gpu_.peek(device_source(at), to, size, transfer_handler(step, op));
+          const pinned_span<std::uint8_t> to(host_ptr<std::uint8_t>(into), size);
+          if (stream) gpu_.peek(device_source(at), to, *stream, transfer_handler(step, op));
+          else gpu_.peek(device_source(at), to, transfer_handler(step, op));
         } else {
           const std::span<std::uint8_t> to(into, size);
           if (forced) gpu_.peek(device_source(at), to, *forced, transfer_handler(step, op));
@@ -464,26 +467,20 @@ class worker {
                       std::as_bytes(std::span(host_base + source.row(r), width)));
         note_write(op, destination_base + destination.row(r), width);
       }
-      gpu_.copy_2d(width, height, host_ptr<const std::uint8_t>(host_base), source.pitch, source.x, source.y,
-                   device_at(destination_base), destination.pitch, destination.x, destination.y, stream,
-                   transfer_handler(step, op));
+      gpu_.copy_2d(pitched_view(host_ptr<const std::uint8_t>(host_base), source.pitch, width, height, source.x, source.y), pitched_view(device_at(destination_base), destination.pitch, width, height, destination.x, destination.y), stream, transfer_handler(step, op));
     } else if (op.kind == op_kind::copy_2d_to_host) {
       std::memset(host_base, 0xA5, destination.extent());
       for (std::size_t r = 0; r < height; ++r) {
         op.reads.emplace_back(reinterpret_cast<const std::byte*>(host_base + destination.row(r)),
                               model_->expect(source_base + source.row(r), width));
       }
-      gpu_.copy_2d(width, height, device_source(source_base), source.pitch, source.x, source.y,
-                   host_ptr<std::uint8_t>(host_base), destination.pitch, destination.x, destination.y, stream,
-                   transfer_handler(step, op));
+      gpu_.copy_2d(pitched_view(device_source(source_base), source.pitch, width, height, source.x, source.y), pitched_view(host_ptr<std::uint8_t>(host_base), destination.pitch, width, height, destination.x, destination.y), stream, transfer_handler(step, op));
     } else {
       for (std::size_t r = 0; r < height; ++r) {
         model_->copy(source_base + source.row(r), destination_base + destination.row(r), width);
         note_write(op, destination_base + destination.row(r), width);
       }
-      gpu_.copy_2d(width, height, device_source(source_base), source.pitch, source.x, source.y,
-                   device_at(destination_base), destination.pitch, destination.x, destination.y, stream,
-                   transfer_handler(step, op));
+      gpu_.copy_2d(pitched_view(device_source(source_base), source.pitch, width, height, source.x, source.y), pitched_view(device_at(destination_base), destination.pitch, width, height, destination.x, destination.y), stream, transfer_handler(step, op));
     }
     return true;
   }
@@ -563,8 +560,7 @@ class worker {
       op.reads.emplace_back(reinterpret_cast<const std::byte*>(read_back_.data() + begin), model_->expect(begin, op.bytes));
       ++step->pending;
       totals_.read_backs.fetch_add(1, std::memory_order_relaxed);
-      gpu_.peek(device_source(begin), host_ptr<std::uint8_t>(read_back_.data() + begin), op.bytes,
-                transfer_handler(step, op));
+      gpu_.peek(device_source(begin), pinned_span(host_ptr<std::uint8_t>(read_back_.data() + begin), op.bytes), transfer_handler(step, op));
     }
     co_await wait_for(step);
   }

@@ -45,9 +45,10 @@ struct prepared_transfer {
   std::string label() const;
 };
 
-// Sets the plan a caller forces (transfer_options::plan) on a pageable transfer. Throws
-// std::invalid_argument for transfer_plan::batched (the planner's choice for small page-locked copies:
-// a pageable transfer forced to it would never be submitted) and for values that are no plan.
+// Sets the plan a caller forces (transfer_options::plan). Throws std::invalid_argument for
+// transfer_plan::batched (the planner's choice for small page-locked copies: a pageable transfer forced to
+// it would never be submitted), for registered or staged on a transfer with no pageable side, for
+// registered on a vector the op owns, and for values that are no plan.
 void force_plan(prepared_transfer& transfer, transfer_plan plan);
 
 // Makes an op's operation (its handler's completion) when the engine asks: once the work is on its

@@ -47,6 +47,10 @@ using stream_choice = std::optional<CUstream>;
 // elements): they check first, so that a bad count is an invalid_argument, never an allocation.
 void check_device_range(std::string_view operation, std::size_t count, std::size_t element_size, endpoint side);
 
+// Both regions of a 2-D copy have the same width and height (elements); invalid_argument names them otherwise.
+void check_same_extent(std::string_view operation, std::size_t source_width, std::size_t source_height,
+                       std::size_t destination_width, std::size_t destination_height);
+
 void copy_1d(std::string_view operation, std::size_t count, std::size_t element_size, endpoint source,
              endpoint destination, stream_choice stream);
 
