@@ -1,7 +1,7 @@
 // The engine's private state (engine_core::impl), shared by the files that implement engine_core: the
-// lifecycle (engine_core.cc), admission and wait_all (admission.cc), single submissions
-// (single_submission.cc), staged transfers (staged_transfer.cc), the planner (planner.cc) and the
-// argument checks that prepare a transfer (prepare.cc).
+// lifecycle and the small members (engine_core.cc), admission and wait_all (admission.cc), single
+// submissions (single_submission.cc), staged transfers (staged_transfer.cc) and the planner
+// (planner.cc). The argument checks that prepare a transfer live with their kind in engine/transfer.
 #pragma once
 
 #include <boost/asio/thread_pool.hpp>
