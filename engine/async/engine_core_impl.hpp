@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/async/caller_context.hpp"
 #include "engine/async/completion_bridge.hpp"
 #include "engine/async/copy_batcher.hpp"
 #include "engine/async/copy_crew.hpp"
@@ -39,28 +40,6 @@ inline void use_context(const driver_table& driver, CUcontext context) {
     thread_context = context;
   }
 }
-
-// Makes the engine's context current on a caller's thread for one submission, then restores the caller's.
-class caller_context {
- public:
-  caller_context(const driver_table& driver, CUcontext context) : driver_(driver) {
-    CUcontext current = nullptr;
-    driver_.cuCtxGetCurrent(&current);
-    if (current != context) {
-      pushed_ = driver_.cuCtxPushCurrent(context) == CUDA_SUCCESS;
-    }
-  }
-  ~caller_context() {
-    if (pushed_) {
-      CUcontext popped = nullptr;
-      driver_.cuCtxPopCurrent(&popped);
-    }
-  }
-
- private:
-  const driver_table& driver_;
-  bool pushed_ = false;
-};
 
 struct engine_core::impl {
   impl(const engine_options& options);

@@ -14,14 +14,12 @@ plan_1d plan_copy_1d(std::string_view operation, std::size_t count, std::size_t 
   const std::size_t bytes = byte_size(operation, "count", count, element_size);
   check_side(operation, source, 0, bytes);
   check_side(operation, destination, 0, bytes);
-  const bool from_host = source.kind != memory_kind::device;
-  const bool to_host = destination.kind != memory_kind::device;
-  if (from_host && to_host) {
+  if (source.kind != memory_kind::device && destination.kind != memory_kind::device) {
     throw_invalid_argument(operation, "source and destination are both host memory; ferry copies to or from a device");
   }
   // Whatever the kinds: a host pointer may name mapped or managed memory that the device side names too.
   check_disjoint(operation, source.address, destination.address, bytes);
-  return {bytes, from_host ? direction::host_to_device : to_host ? direction::device_to_host : direction::device_to_device};
+  return {bytes, copy_direction(source, destination)};
 }
 
 void check_device_range(std::string_view operation, std::size_t count, std::size_t element_size, endpoint side) {

@@ -17,6 +17,11 @@
 namespace ferry::detail {
 
 enum class direction { host_to_device, device_to_host, device_to_device };
+// Which way a copy between these sides goes; at most one of them is host memory (plan_copy_1d checks).
+inline direction copy_direction(const endpoint& source, const endpoint& destination) noexcept {
+  if (source.kind != memory_kind::device) return direction::host_to_device;
+  return destination.kind != memory_kind::device ? direction::device_to_host : direction::device_to_device;
+}
 
 struct plan_1d {
   std::size_t bytes;
