@@ -54,6 +54,21 @@ struct engine_core::impl {
   void fail(const std::shared_ptr<operation>& op, CUresult status, const std::string& where);
   std::string where(const prepared_transfer& transfer, CUstream stream) const;
 
+  // The planner's steps (planner.cc), in the order start() takes them. The plan of a transfer the fast
+  // path did not take: pinned, registered or staged (a forced plan stands).
+  transfer_plan plan_for(const prepared_transfer& transfer);
+  // Counts a small page-locked copy in flight and offers it to the batcher; false when the batcher does
+  // not take it (it is then submitted alone).
+  bool offer_to_batcher(const std::shared_ptr<operation>& op, std::uint64_t sequence,
+                        const std::shared_ptr<prepared_transfer>& transfer);
+  // Puts a planned transfer on its way, on the calling thread: at once, staged, or (registered) after a
+  // worker registers its memory.
+  void submit_planned(std::shared_ptr<operation> op, std::uint64_t sequence,
+                      std::shared_ptr<prepared_transfer> transfer, CUstream stream, bool sequenced);
+  // On a worker: registers the host side, then submits at once, or staged if the driver refuses.
+  void run_registered(std::shared_ptr<operation> op, std::uint64_t sequence,
+                      std::shared_ptr<prepared_transfer> transfer, CUstream stream, bool sequenced);
+
   void run_single(std::shared_ptr<operation> op, std::uint64_t sequence, std::shared_ptr<prepared_transfer> transfer,
                   CUstream stream, bool sequenced);
   // A single submission's work put on a stream, and its completion armed right behind it (so that the
