@@ -61,7 +61,14 @@ class copy_batcher {
 
  private:
   void run();
+  // Submits the batch's live copies as one, and hands them to the bridge.
   void submit(std::vector<copy> batch);
+  // Puts the copies on `stream`: one cuMemcpyBatchAsync, or one call per copy where the driver refuses
+  // the batch. The first failure, if any.
+  CUresult enqueue(const std::vector<copy>& live, CUstream stream);
+  void report_refusal(CUresult status, std::size_t copies);
+  // Marks the copies submitted and has the bridge complete them when the stream reaches this point.
+  void watch(std::vector<copy> live, CUstream stream);
 
   const driver_table& driver_;
   CUcontext context_;

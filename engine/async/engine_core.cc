@@ -1,7 +1,8 @@
 // The engine's lifecycle: its context, pool streams, bridge, staging and threads are made when it is
 // built and released when it is destroyed (after the GPU is done with every byte of caller and staging
 // memory), or dropped without a driver call when the process exits first. Also the small members of
-// engine_core: ordering between streams, the metrics and the accessors.
+// engine_core: the prepare_* calls (engine/transfer checks and plans each kind; here it is done in the
+// engine's context), ordering between streams, the metrics and the accessors.
 #include "engine/async/engine_core_impl.hpp"
 
 #include <boost/asio/post.hpp>
@@ -10,7 +11,9 @@
 
 #include "engine/async/process_exit.hpp"
 #include "engine/errors/check.hpp"
+#include "engine/transfer/plans.hpp"
 #include "engine/transfer/stream_names.hpp"
+#include "ferry/detail/stage_trace.hpp"
 #include "ferry/error.hpp"
 
 namespace ferry::detail {
@@ -124,6 +127,49 @@ engine_core::~engine_core() = default;
 CUcontext engine_core::context() const noexcept { return impl_->context; }
 
 int engine_core::device_ordinal() const noexcept { return impl_->ordinal; }
+
+prepared_transfer engine_core::prepare_copy(std::string_view operation, std::size_t count, std::size_t element_size,
+                                            endpoint source, endpoint destination) {
+  stage_trace::mark(stage_trace::stage::prepare_begins);
+  caller_context in_engine(impl_->driver, impl_->context);
+  prepared_transfer transfer = prepare_copy_1d(operation, count, element_size, source, destination);
+  stage_trace::mark(stage_trace::stage::prepare_ends);
+  return transfer;
+}
+
+void engine_core::check_device_range(std::string_view operation, std::size_t count, std::size_t element_size,
+                                     endpoint side) {
+  caller_context in_engine(impl_->driver, impl_->context);
+  detail::check_device_range(operation, count, element_size, side);
+}
+
+prepared_transfer engine_core::prepare_copy_2d(std::string_view operation, std::size_t width, std::size_t height,
+                                               std::size_t element_size, endpoint source, plane source_plane,
+                                               endpoint destination, plane destination_plane) {
+  caller_context in_engine(impl_->driver, impl_->context);
+  return detail::prepare_copy_2d(operation, width, height, element_size, source, source_plane, destination,
+                                 destination_plane);
+}
+
+prepared_transfer engine_core::prepare_copy_peer(std::string_view operation, std::size_t count, std::size_t element_size,
+                                                 CUdeviceptr source, CUcontext source_context, CUdeviceptr destination,
+                                                 CUcontext destination_context) {
+  caller_context in_engine(impl_->driver, impl_->context);
+  return detail::prepare_copy_peer(operation, count, element_size, source, source_context, destination,
+                                   destination_context);
+}
+
+prepared_transfer engine_core::prepare_fill(std::string_view operation, CUdeviceptr destination, std::size_t count,
+                                            std::size_t element_size, const void* value) {
+  caller_context in_engine(impl_->driver, impl_->context);
+  return detail::prepare_fill(operation, destination, count, element_size, value);
+}
+
+prepared_transfer engine_core::prepare_prefetch(std::string_view operation, CUdeviceptr pointer, std::size_t count,
+                                                std::size_t element_size, CUmemLocation location) {
+  caller_context in_engine(impl_->driver, impl_->context);
+  return detail::prepare_prefetch(operation, pointer, count, element_size, location);
+}
 
 void engine_core::forget_host_memory(const void* address, std::size_t bytes) {
   caller_context in_engine(impl_->driver, impl_->context);  // unregistering needs the engine's context

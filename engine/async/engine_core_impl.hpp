@@ -1,7 +1,7 @@
 // The engine's private state (engine_core::impl), shared by the files that implement engine_core: the
-// lifecycle (engine_core.cc), admission and wait_all (admission.cc), single submissions
-// (single_submission.cc), staged transfers (staged_transfer.cc), the planner (planner.cc) and the
-// argument checks that prepare a transfer (prepare.cc).
+// lifecycle and the small members (engine_core.cc), admission and wait_all (admission.cc), single
+// submissions (single_submission.cc), staged transfers (staged_transfer.cc) and the planner
+// (planner.cc). The argument checks that prepare a transfer live with their kind in engine/transfer.
 #pragma once
 
 #include <boost/asio/thread_pool.hpp>
@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/async/caller_context.hpp"
 #include "engine/async/completion_bridge.hpp"
 #include "engine/async/copy_batcher.hpp"
 #include "engine/async/copy_crew.hpp"
@@ -40,28 +41,6 @@ inline void use_context(const driver_table& driver, CUcontext context) {
   }
 }
 
-// Makes the engine's context current on a caller's thread for one submission, then restores the caller's.
-class caller_context {
- public:
-  caller_context(const driver_table& driver, CUcontext context) : driver_(driver) {
-    CUcontext current = nullptr;
-    driver_.cuCtxGetCurrent(&current);
-    if (current != context) {
-      pushed_ = driver_.cuCtxPushCurrent(context) == CUDA_SUCCESS;
-    }
-  }
-  ~caller_context() {
-    if (pushed_) {
-      CUcontext popped = nullptr;
-      driver_.cuCtxPopCurrent(&popped);
-    }
-  }
-
- private:
-  const driver_table& driver_;
-  bool pushed_ = false;
-};
-
 struct engine_core::impl {
   impl(const engine_options& options);
   ~impl();
@@ -74,6 +53,21 @@ struct engine_core::impl {
 
   void fail(const std::shared_ptr<operation>& op, CUresult status, const std::string& where);
   std::string where(const prepared_transfer& transfer, CUstream stream) const;
+
+  // The planner's steps (planner.cc), in the order start() takes them. The plan of a transfer the fast
+  // path did not take: pinned, registered or staged (a forced plan stands).
+  transfer_plan plan_for(const prepared_transfer& transfer);
+  // Counts a small page-locked copy in flight and offers it to the batcher; false when the batcher does
+  // not take it (it is then submitted alone).
+  bool offer_to_batcher(const std::shared_ptr<operation>& op, std::uint64_t sequence,
+                        const std::shared_ptr<prepared_transfer>& transfer);
+  // Puts a planned transfer on its way, on the calling thread: at once, staged, or (registered) after a
+  // worker registers its memory.
+  void submit_planned(std::shared_ptr<operation> op, std::uint64_t sequence,
+                      std::shared_ptr<prepared_transfer> transfer, CUstream stream, bool sequenced);
+  // On a worker: registers the host side, then submits at once, or staged if the driver refuses.
+  void run_registered(std::shared_ptr<operation> op, std::uint64_t sequence,
+                      std::shared_ptr<prepared_transfer> transfer, CUstream stream, bool sequenced);
 
   void run_single(std::shared_ptr<operation> op, std::uint64_t sequence, std::shared_ptr<prepared_transfer> transfer,
                   CUstream stream, bool sequenced);

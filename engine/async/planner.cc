@@ -56,80 +56,93 @@ void engine_core::start(operation_factory make_op, prepared_transfer prepared, s
   const bool sequenced = stream.has_value();
   const CUstream target =
       stream ? *stream : engine.pool[engine.next_pool_stream.fetch_add(1) % engine.pool.size()];
-
-  // The planner: page-locked memory goes straight to the copy engine; pageable memory is registered
-  // when it is large and seen again, else staged.
-  transfer_plan plan = transfer->plan;
-  if (!transfer->pageable) {
-    plan = transfer_plan::pinned;
-  } else if (plan == transfer_plan::automatic) {
-    const endpoint& host = host_side_of(*transfer);
-    // The cache first: memory it registered is known to the driver too.
-    if (transfer->registrable && engine.registrations->worth_registering(host.address, transfer->bytes)) {
-      plan = transfer_plan::registered;
-    } else if (auto known = range_known_to_driver(host.address);
-               known && host.address + transfer->bytes <= known->base + known->size) {
-      plan = transfer_plan::pinned;  // the caller's own pinned or registered memory, passed as a span
-    } else {
-      // Remembers a large buffer; may drop (unregister) an older registration at the same address, which
-      // needs the engine's context current, and the caller's thread need not have it.
-      if (transfer->registrable) {
-        caller_context in_engine(engine.driver, engine.context);
-        engine.registrations->acquire(host.address, transfer->bytes, false);
-      }
-      plan = transfer_plan::staged;
-    }
-  }
-  if (plan == transfer_plan::pinned && engine.batchable(*transfer, sequenced)) {
-    transfer->counted = engine.count_small_copy();
-    const bool up = transfer->source.kind != memory_kind::device;
-    const bool down = transfer->destination.kind != memory_kind::device;
-    copy_batcher::copy item{
-        transfer->destination.address, transfer->source.address, transfer->bytes,
-        up ? direction::host_to_device : down ? direction::device_to_host : direction::device_to_device, op,
-        [&engine, op, sequence, transfer](CUresult result) {
-          if (result == CUDA_SUCCESS) {
-            op->add_bytes(transfer->bytes);
-          } else if (result != copy_batcher::not_submitted) {
-            engine.fail(op, result, transfer->label() + " (batched) of device " + std::to_string(engine.ordinal));
-          }
-          transfer->counted.reset();  // before the caller hears
-          engine.complete(op, sequence);
-        }};
-    if (engine.batcher->offer(item)) plan = transfer_plan::batched;
+  transfer_plan plan = engine.plan_for(*transfer);
+  if (plan == transfer_plan::pinned && engine.batchable(*transfer, sequenced) &&
+      engine.offer_to_batcher(op, sequence, transfer)) {
+    plan = transfer_plan::batched;
   }
   transfer->plan = plan;
-  // A registered plan is final only once the memory is registered, on an engine thread (below).
+  // A registered plan is final only once the memory is registered, on an engine thread (run_registered).
   if (plan != transfer_plan::registered) engine.record_plan(*transfer, plan);
   if (plan == transfer_plan::batched) return;
-
-  auto submit = [&engine, op, sequence, transfer, target, sequenced] {
-    caller_context in_engine(engine.driver, engine.context);
-    if (transfer->plan == transfer_plan::staged) {
-      engine.run_staged(op, sequence, transfer, target, sequenced);
-    } else if (transfer->plan == transfer_plan::registered) {
-      // Registering blocks for milliseconds: never on the caller's thread.
-      engine.post_work([&engine, op, sequence, transfer, target, sequenced] {
-        const endpoint& host = host_side_of(*transfer);
-        transfer->hold = engine.registrations->acquire(host.address, transfer->bytes, true);
-        // The driver may refuse the registration (the range overlaps memory registered already, or it
-        // cannot lock the pages): the transfer is staged instead, and reported so.
-        transfer->plan = transfer->hold ? transfer_plan::registered : transfer_plan::staged;
-        engine.record_plan(*transfer, transfer->plan);
-        if (!transfer->hold) {
-          engine.run_staged(op, sequence, transfer, target, sequenced);
-        } else {
-          engine.run_single(op, sequence, transfer, target, sequenced);
-        }
-      });
-    } else {
-      engine.run_single(op, sequence, transfer, target, sequenced);
-    }
-  };
   if (sequenced) {
-    engine.sequencer.submit(target, std::move(submit));
+    engine.sequencer.submit(target, [&engine, op = std::move(op), sequence, transfer = std::move(transfer), target] {
+      engine.submit_planned(op, sequence, transfer, target, true);
+    });
   } else {
-    submit();
+    engine.submit_planned(std::move(op), sequence, std::move(transfer), target, false);
+  }
+}
+
+// Page-locked memory goes straight to the copy engine; pageable memory is registered when it is large
+// and seen again, else staged.
+transfer_plan engine_core::impl::plan_for(const prepared_transfer& transfer) {
+  if (!transfer.pageable) return transfer_plan::pinned;
+  if (transfer.plan != transfer_plan::automatic) return transfer.plan;  // forced by the caller
+  const endpoint& host = host_side_of(transfer);
+  // The cache first: memory it registered is known to the driver too.
+  if (transfer.registrable && registrations->worth_registering(host.address, transfer.bytes)) {
+    return transfer_plan::registered;
+  }
+  if (auto known = range_known_to_driver(host.address);
+      known && host.address + transfer.bytes <= known->base + known->size) {
+    return transfer_plan::pinned;  // the caller's own pinned or registered memory, passed as a span
+  }
+  // Remembers a large buffer; may drop (unregister) an older registration at the same address, which
+  // needs the engine's context current, and the caller's thread need not have it.
+  if (transfer.registrable) {
+    caller_context in_engine(driver, context);
+    registrations->acquire(host.address, transfer.bytes, false);
+  }
+  return transfer_plan::staged;
+}
+
+bool engine_core::impl::offer_to_batcher(const std::shared_ptr<operation>& op, std::uint64_t sequence,
+                                         const std::shared_ptr<prepared_transfer>& transfer) {
+  // Counted whether or not the batcher takes it: a copy submitted alone is in flight too.
+  transfer->counted = count_small_copy();
+  copy_batcher::copy item{
+      transfer->destination.address, transfer->source.address, transfer->bytes,
+      copy_direction(transfer->source, transfer->destination), op,
+      [this, op, sequence, transfer](CUresult result) {
+        if (result == CUDA_SUCCESS) {
+          op->add_bytes(transfer->bytes);
+        } else if (result != copy_batcher::not_submitted) {
+          fail(op, result, transfer->label() + " (batched) of device " + std::to_string(ordinal));
+        }
+        transfer->counted.reset();  // before the caller hears
+        complete(op, sequence);
+      }};
+  return batcher->offer(item);
+}
+
+void engine_core::impl::submit_planned(std::shared_ptr<operation> op, std::uint64_t sequence,
+                                       std::shared_ptr<prepared_transfer> transfer, CUstream stream, bool sequenced) {
+  caller_context in_engine(driver, context);
+  if (transfer->plan == transfer_plan::staged) {
+    run_staged(std::move(op), sequence, std::move(transfer), stream, sequenced);
+  } else if (transfer->plan == transfer_plan::registered) {
+    // Registering blocks for milliseconds: never on the caller's thread.
+    post_work([this, op = std::move(op), sequence, transfer = std::move(transfer), stream, sequenced] {
+      run_registered(op, sequence, transfer, stream, sequenced);
+    });
+  } else {
+    run_single(std::move(op), sequence, std::move(transfer), stream, sequenced);
+  }
+}
+
+void engine_core::impl::run_registered(std::shared_ptr<operation> op, std::uint64_t sequence,
+                                       std::shared_ptr<prepared_transfer> transfer, CUstream stream, bool sequenced) {
+  const endpoint& host = host_side_of(*transfer);
+  transfer->hold = registrations->acquire(host.address, transfer->bytes, true);
+  // The driver may refuse the registration (the range overlaps memory registered already, or it cannot
+  // lock the pages): the transfer is staged instead, and reported so.
+  transfer->plan = transfer->hold ? transfer_plan::registered : transfer_plan::staged;
+  record_plan(*transfer, transfer->plan);
+  if (!transfer->hold) {
+    run_staged(std::move(op), sequence, std::move(transfer), stream, sequenced);
+  } else {
+    run_single(std::move(op), sequence, std::move(transfer), stream, sequenced);
   }
 }
 

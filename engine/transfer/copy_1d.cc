@@ -1,3 +1,5 @@
+#include <string>
+
 #include "engine/driver/driver_table.hpp"
 #include "engine/memory/known_ranges.hpp"
 #include "engine/transfer/plans.hpp"
@@ -12,14 +14,12 @@ plan_1d plan_copy_1d(std::string_view operation, std::size_t count, std::size_t 
   const std::size_t bytes = byte_size(operation, "count", count, element_size);
   check_side(operation, source, 0, bytes);
   check_side(operation, destination, 0, bytes);
-  const bool from_host = source.kind != memory_kind::device;
-  const bool to_host = destination.kind != memory_kind::device;
-  if (from_host && to_host) {
+  if (source.kind != memory_kind::device && destination.kind != memory_kind::device) {
     throw_invalid_argument(operation, "source and destination are both host memory; ferry copies to or from a device");
   }
   // Whatever the kinds: a host pointer may name mapped or managed memory that the device side names too.
   check_disjoint(operation, source.address, destination.address, bytes);
-  return {bytes, from_host ? direction::host_to_device : to_host ? direction::device_to_host : direction::device_to_device};
+  return {bytes, copy_direction(source, destination)};
 }
 
 void check_device_range(std::string_view operation, std::size_t count, std::size_t element_size, endpoint side) {
@@ -46,6 +46,32 @@ CUresult enqueue_copy_1d(const plan_1d& plan, const endpoint& source, const endp
                     : driver.cuMemcpyDtoD(destination.address, source.address, plan.bytes);
   }
   return CUDA_ERROR_INVALID_VALUE;
+}
+
+prepared_transfer prepare_copy_1d(std::string_view operation, std::size_t count, std::size_t element_size,
+                                  const endpoint& source, const endpoint& destination) {
+  const plan_1d plan = plan_copy_1d(operation, count, element_size, source, destination);
+  // A pageable side may be staged: the engine's threads then read or write it on the host, which
+  // device memory passed as a host span would not survive (the fuzzer met it as a crash).
+  for (const endpoint* side : {&source, &destination}) {
+    if (side->kind == memory_kind::pageable_host && plan.bytes > 0 && is_device_only_memory(side->address)) {
+      throw_invalid_argument(operation, std::string(side->argument) + " " + hex(side->address) +
+                                            " is device memory, not host memory (pass it as a device_ptr)");
+    }
+  }
+  prepared_transfer transfer;
+  transfer.operation = operation;
+  transfer.bytes = plan.bytes;
+  transfer.source = source;
+  transfer.destination = destination;
+  transfer.pageable = source.kind == memory_kind::pageable_host || destination.kind == memory_kind::pageable_host;
+  transfer.batchable = true;
+  // The direct form; a pageable transfer uses it once its memory is page-locked (registered).
+  transfer.enqueue = [plan](const prepared_transfer& self, CUstream stream) {
+    const char* call = nullptr;
+    return enqueue_copy_1d(plan, self.source, self.destination, stream, call);
+  };
+  return transfer;
 }
 
 void copy_1d(std::string_view operation, std::size_t count, std::size_t element_size, endpoint source,

@@ -85,6 +85,11 @@ void check_regions_disjoint(std::string_view operation, std::size_t width, std::
                                         " elements) overlap; the copied areas may not overlap");
 }
 
+// What a 2-D transfer's messages add to those of a 1-D one: " (4 x 8 elements)".
+std::string describe_region(std::size_t width, std::size_t height) {
+  return " (" + std::to_string(width) + " x " + std::to_string(height) + " elements)";
+}
+
 void describe_side(CUDA_MEMCPY2D& copy, bool is_source, const endpoint& side, const plane& geometry,
                    std::size_t element_size) {
   const bool device = side.kind == memory_kind::device;
@@ -132,6 +137,24 @@ CUDA_MEMCPY2D plan_copy_2d(std::string_view operation, std::size_t width, std::s
   return copy;
 }
 
+prepared_transfer prepare_copy_2d(std::string_view operation, std::size_t width, std::size_t height,
+                                  std::size_t element_size, const endpoint& source, const plane& source_plane,
+                                  const endpoint& destination, const plane& destination_plane) {
+  const CUDA_MEMCPY2D copy =
+      plan_copy_2d(operation, width, height, element_size, source, source_plane, destination, destination_plane);
+  prepared_transfer transfer;
+  transfer.operation = operation;
+  transfer.bytes = copy.WidthInBytes * copy.Height;
+  transfer.source = source;
+  transfer.destination = destination;
+  transfer.extra = describe_region(width, height);
+  const auto& driver = detail::driver();
+  transfer.enqueue = [&driver, copy](const prepared_transfer&, CUstream stream) {
+    return driver.cuMemcpy2DAsync(&copy, stream);
+  };
+  return transfer;
+}
+
 void copy_2d(std::string_view operation, std::size_t width, std::size_t height, std::size_t element_size,
              endpoint source, plane source_plane, endpoint destination, plane destination_plane,
              stream_choice stream) {
@@ -144,7 +167,7 @@ void copy_2d(std::string_view operation, std::size_t width, std::size_t height, 
     throw_cuda_error(status, stream ? "cuMemcpy2DAsync" : "cuMemcpy2D",
                      describe_transfer(operation, width * height * element_size, source.address, destination.address,
                                        stream) +
-                         " (" + std::to_string(width) + " x " + std::to_string(height) + " elements)",
+                         describe_region(width, height),
                      std::source_location::current());
   }
 }

@@ -1,3 +1,5 @@
+#include <array>
+#include <cstddef>
 #include <cstring>
 #include <string>
 
@@ -10,6 +12,14 @@
 #include "ferry/detail/transfer.hpp"
 
 namespace ferry::detail {
+namespace {
+
+// "4 elements of 8 bytes at 0x..": a fill in messages.
+std::string describe_fill(CUdeviceptr destination, std::size_t count, std::size_t element_size) {
+  return std::to_string(count) + " elements of " + std::to_string(element_size) + " bytes at " + hex(destination);
+}
+
+}  // namespace
 
 std::size_t plan_fill(std::string_view operation, CUdeviceptr destination, std::size_t count, std::size_t element_size) {
   if (element_size != 1 && element_size != 2 && element_size != 4 && element_size != 8 && element_size != 16) {
@@ -58,6 +68,23 @@ CUresult enqueue_fill(CUdeviceptr destination, std::size_t count, std::size_t el
   }
 }
 
+prepared_transfer prepare_fill(std::string_view operation, CUdeviceptr destination, std::size_t count,
+                               std::size_t element_size, const void* pattern) {
+  const std::size_t bytes = plan_fill(operation, destination, count, element_size);
+  prepared_transfer transfer;
+  transfer.operation = operation;
+  transfer.bytes = bytes;
+  transfer.destination = device_side("destination", destination);
+  transfer.extra = describe_fill(destination, count, element_size);
+  std::array<std::byte, 16> kept{};  // the op may start after the caller's value is gone
+  std::memcpy(kept.data(), pattern, element_size);
+  transfer.enqueue = [destination, count, element_size, kept](const prepared_transfer&, CUstream stream) {
+    const char* call = nullptr;
+    return enqueue_fill(destination, count, element_size, kept.data(), stream, call);
+  };
+  return transfer;
+}
+
 void fill(std::string_view operation, CUdeviceptr destination, std::size_t count, std::size_t element_size,
           const void* pattern, stream_choice stream) {
   const std::size_t bytes = plan_fill(operation, destination, count, element_size);
@@ -65,8 +92,8 @@ void fill(std::string_view operation, CUdeviceptr destination, std::size_t count
   const char* call = nullptr;
   if (CUresult status = enqueue_fill(destination, count, element_size, pattern, stream, call); status != CUDA_SUCCESS) {
     throw_cuda_error(status, call,
-                     std::string(operation) + ": " + std::to_string(count) + " elements of " +
-                         std::to_string(element_size) + " bytes at " + hex(destination) + " " + describe_stream(stream),
+                     std::string(operation) + ": " + describe_fill(destination, count, element_size) + " " +
+                         describe_stream(stream),
                      std::source_location::current());
   }
 }

@@ -19,6 +19,11 @@ void check_managed(std::string_view operation, CUdeviceptr pointer, std::size_t 
   }
 }
 
+// "the host" or "device 1": where a prefetch moves the pages, in messages.
+std::string describe_location(const CUmemLocation& location) {
+  return location.type == CU_MEM_LOCATION_TYPE_HOST ? std::string("the host") : "device " + std::to_string(location.id);
+}
+
 }  // namespace
 
 std::size_t plan_prefetch(std::string_view operation, CUdeviceptr pointer, std::size_t count, std::size_t element_size,
@@ -39,6 +44,21 @@ std::size_t plan_prefetch(std::string_view operation, CUdeviceptr pointer, std::
   return bytes;
 }
 
+prepared_transfer prepare_prefetch(std::string_view operation, CUdeviceptr pointer, std::size_t count,
+                                   std::size_t element_size, const CUmemLocation& location) {
+  const std::size_t bytes = plan_prefetch(operation, pointer, count, element_size, location);
+  prepared_transfer transfer;
+  transfer.operation = operation;
+  transfer.bytes = bytes;
+  transfer.destination = device_side("pointer", pointer);
+  transfer.extra = std::to_string(bytes) + " bytes at " + hex(pointer) + " to " + describe_location(location);
+  const auto& driver = detail::driver();
+  transfer.enqueue = [&driver, pointer, bytes, location](const prepared_transfer&, CUstream stream) {
+    return driver.cuMemPrefetchAsync(pointer, bytes, location, 0, stream);
+  };
+  return transfer;
+}
+
 void prefetch(std::string_view operation, CUdeviceptr pointer, std::size_t count, std::size_t element_size,
               CUmemLocation location, CUstream stream) {
   const std::size_t bytes = plan_prefetch(operation, pointer, count, element_size, location);
@@ -47,9 +67,7 @@ void prefetch(std::string_view operation, CUdeviceptr pointer, std::size_t count
   if (status != CUDA_SUCCESS) {
     throw_cuda_error(status, "cuMemPrefetchAsync",
                      std::string(operation) + ": " + std::to_string(bytes) + " bytes at " + hex(pointer) + " to " +
-                         (location.type == CU_MEM_LOCATION_TYPE_HOST ? std::string("the host")
-                                                                     : "device " + std::to_string(location.id)) +
-                         " " + describe_stream(stream),
+                         describe_location(location) + " " + describe_stream(stream),
                      std::source_location::current());
   }
 }

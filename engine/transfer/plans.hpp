@@ -1,6 +1,8 @@
 // Each transfer in two steps, shared by the synchronous Marshal calls and the async engine: plan_*
 // checks the arguments (std::invalid_argument, before anything is enqueued) and works out what to ask of
-// the driver; enqueue_* asks it.
+// the driver; enqueue_* asks it. For the engine, prepare_* does both in a prepared_transfer: the checks
+// at once, the enqueue when the engine starts it on a stream. Call prepare_* in the engine's context:
+// the checks ask the driver about the pointers.
 #pragma once
 
 #include <cuda.h>
@@ -9,11 +11,17 @@
 #include <cstdint>
 #include <string_view>
 
+#include "ferry/detail/engine_core.hpp"
 #include "ferry/detail/transfer.hpp"
 
 namespace ferry::detail {
 
 enum class direction { host_to_device, device_to_host, device_to_device };
+// Which way a copy between these sides goes; at most one of them is host memory (plan_copy_1d checks).
+inline direction copy_direction(const endpoint& source, const endpoint& destination) noexcept {
+  if (source.kind != memory_kind::device) return direction::host_to_device;
+  return destination.kind != memory_kind::device ? direction::device_to_host : direction::device_to_device;
+}
 
 struct plan_1d {
   std::size_t bytes;
@@ -24,22 +32,37 @@ plan_1d plan_copy_1d(std::string_view operation, std::size_t count, std::size_t 
 // stream: nullopt = the synchronous call. Sets `call` to the driver entry point's name.
 CUresult enqueue_copy_1d(const plan_1d& plan, const endpoint& source, const endpoint& destination,
                          stream_choice stream, const char*& call);
+// Also refuses pageable memory that is device memory: the engine may stage it, and reads or writes it
+// on the host then.
+prepared_transfer prepare_copy_1d(std::string_view operation, std::size_t count, std::size_t element_size,
+                                  const endpoint& source, const endpoint& destination);
 
 // The descriptor for cuMemcpy2D[Async]; WidthInBytes or Height is 0 when there is nothing to copy.
 CUDA_MEMCPY2D plan_copy_2d(std::string_view operation, std::size_t width, std::size_t height, std::size_t element_size,
                            const endpoint& source, const plane& source_plane, const endpoint& destination,
                            const plane& destination_plane);
+prepared_transfer prepare_copy_2d(std::string_view operation, std::size_t width, std::size_t height,
+                                  std::size_t element_size, const endpoint& source, const plane& source_plane,
+                                  const endpoint& destination, const plane& destination_plane);
 
 std::size_t plan_copy_peer(std::string_view operation, std::size_t count, std::size_t element_size, CUdeviceptr source,
                            CUcontext source_context, CUdeviceptr destination, CUcontext destination_context);
+prepared_transfer prepare_copy_peer(std::string_view operation, std::size_t count, std::size_t element_size,
+                                    CUdeviceptr source, CUcontext source_context, CUdeviceptr destination,
+                                    CUcontext destination_context);
 
 std::size_t plan_fill(std::string_view operation, CUdeviceptr destination, std::size_t count, std::size_t element_size);
 // `pattern`: element_size bytes. No stream: the legacy stream, waited for.
 CUresult enqueue_fill(CUdeviceptr destination, std::size_t count, std::size_t element_size, const void* pattern,
                       stream_choice stream, const char*& call);
+// Keeps a copy of the pattern: the op may start after the caller's value is gone.
+prepared_transfer prepare_fill(std::string_view operation, CUdeviceptr destination, std::size_t count,
+                               std::size_t element_size, const void* pattern);
 
 std::size_t plan_prefetch(std::string_view operation, CUdeviceptr pointer, std::size_t count, std::size_t element_size,
                           const CUmemLocation& location);
+prepared_transfer prepare_prefetch(std::string_view operation, CUdeviceptr pointer, std::size_t count,
+                                   std::size_t element_size, const CUmemLocation& location);
 std::size_t plan_attach(std::string_view operation, CUdeviceptr pointer, std::size_t count, std::size_t element_size,
                         attach_flag flag);
 

@@ -7,6 +7,7 @@
 #include <boost/asio/use_future.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <atomic>
 #include <chrono>
@@ -52,6 +53,23 @@ struct planner_fixture : ferry::testing::device_fixture {
     return std::exchange(seen, {});
   }
   std::size_t registered_now() { return ferry::testing::on_sim() ? sim::current_usage().registered_ranges : 0; }
+  // Starts `copies` copies at once, so that they meet in batches (start_copy(i, handler) starts the
+  // i-th), and runs the io_context until each has completed with `bytes` moved.
+  template <class Start>
+  void run_together(std::size_t copies, std::size_t bytes, Start start_copy) {
+    std::atomic<std::size_t> done{0};
+    for (std::size_t i = 0; i < copies; ++i) {
+      start_copy(i, [&](boost::system::error_code error, std::size_t moved) {
+        BOOST_TEST(!error);
+        BOOST_TEST(moved == bytes);
+        ++done;
+      });
+    }
+    while (done < copies) {
+      io.restart();
+      io.run_for(std::chrono::milliseconds(5));
+    }
+  }
 
   asio::io_context io;
   engine_options options;
@@ -175,19 +193,10 @@ BOOST_AUTO_TEST_CASE(concurrent_small_copies_are_batched_and_a_lone_one_is_not) 
   // Poisoned first: compute-sanitizer's initcheck does not see cuMemcpyBatchAsync write (it reported
   // every batched byte read back as uninitialized although the values below were right).
   memset(destination.get(), copies * words, std::uint32_t{0xA5A5A5A5u});
-  std::atomic<std::size_t> done{0};
-  for (std::size_t i = 0; i < copies; ++i) {
+  run_together(copies, words * 4, [&](std::size_t i, auto handler) {
     gpu->poke(pinned_span(host_ptr<const std::uint32_t>(pinned.get() + i * words), words), destination.get() + i * words,
-              [&](boost::system::error_code error, std::size_t bytes) {
-                BOOST_TEST(!error);
-                BOOST_TEST(bytes == words * 4);
-                ++done;
-              });
-  }
-  while (done < copies) {
-    io.restart();
-    io.run_for(std::chrono::milliseconds(5));
-  }
+              handler);
+  });
   BOOST_TEST(same_bytes(peek_list_array(copies * words, destination.get()), values));
   BOOST_TEST(gpu->plan_counts().batched > copies / 2);
   BOOST_TEST(gpu->plan_counts().batch_refusals == 0u);  // the driver took the batches as they were
@@ -216,6 +225,36 @@ BOOST_AUTO_TEST_CASE(small_copies_one_after_another_are_never_held_for_a_batch) 
   }
   BOOST_TEST(same_bytes(peek_list_array(copies * words, destination.get()), values));
   BOOST_TEST((plans() == std::vector<transfer_plan>(copies, transfer_plan::pinned)));
+}
+
+// A driver without cuMemcpyBatchAsync, or one that refuses a batch as a whole, enqueues nothing: each
+// copy of the batch then goes on the stream alone, whichever way it goes, and the refusal is counted.
+BOOST_AUTO_TEST_CASE(a_batch_the_driver_refuses_is_sent_copy_by_copy_in_every_direction,
+                     *ferry::testing::only_on_sim()) {
+  constexpr std::size_t copies = 64, words = 1024;  // 4 KiB each
+  // Every batch refused: there are never more batches than copies.
+  for (std::size_t i = 0; i < 3 * copies; ++i) sim::fail_call("cuMemcpyBatchAsync", 1, CUDA_ERROR_NOT_SUPPORTED);
+  pinned_buffer<std::uint32_t> source = pinned_buffer<std::uint32_t>::allocate(copies * words);
+  pinned_buffer<std::uint32_t> back = pinned_buffer<std::uint32_t>::allocate(copies * words);
+  const auto values = random_vector<std::uint32_t>(copies * words, 850);
+  std::copy(values.begin(), values.end(), source.data());
+  std::fill(back.data(), back.data() + copies * words, 0xA5A5A5A5u);
+  auto there = gpu->allocate<std::uint32_t>(copies * words);
+  auto copied = gpu->allocate<std::uint32_t>(copies * words);
+  memset(there.get(), copies * words, std::uint32_t{0x5A5A5A5Au});
+  memset(copied.get(), copies * words, std::uint32_t{0x5A5A5A5Au});
+  run_together(copies, words * 4, [&](std::size_t i, auto handler) {
+    gpu->poke(source.span().subspan(i * words, words), there.get() + i * words, handler);
+  });
+  run_together(copies, words * 4, [&](std::size_t i, auto handler) {
+    gpu->copy(device_ptr<const std::uint32_t>(there.get() + i * words), copied.get() + i * words, words, handler);
+  });
+  run_together(copies, words * 4, [&](std::size_t i, auto handler) {
+    gpu->peek(copied.get() + i * words, back.span().subspan(i * words, words), handler);
+  });
+  BOOST_TEST(std::equal(values.begin(), values.end(), back.data()));
+  BOOST_TEST(gpu->plan_counts().batched > copies);
+  BOOST_TEST(gpu->plan_counts().batch_refusals >= 3u);  // a batch or more in each direction
 }
 
 // A forced registration the driver refuses (the range overlaps one registered already) is staged, and
