@@ -48,6 +48,15 @@ struct result {
 // which goes first, and returns the medians. Prints a progress line to stderr.
 result compare(const comparison_spec& spec);
 
+// A benchmark's table run by one loop: compare() on each case, in the table's order.
+std::vector<result> compare_all(const std::vector<comparison_spec>& table);
+
+// One run of a case that loops over a cheap call: body(0) ... body(times - 1).
+std::function<void()> repeated(std::size_t times, std::function<void(std::size_t)> body);
+
+// A size as rows name it: "4KiB", "16MiB", "4GiB" (the largest unit that divides it).
+std::string size_name(std::size_t bytes);
+
 // Writes the results as a table (stdout and <dir>/<machine>.md) and JSON (<dir>/<machine>.json): one
 // object per benchmark with name, bytes, ferry and raw figures, unit, ratio and trials.
 void write_report(const std::vector<result>& results, const std::string& dir, const std::string& machine,
@@ -59,5 +68,10 @@ struct options {
   std::string machine;  // empty: derived from the device name ("h200" for an H200, "sim" on sim)
 };
 options parse_options(int argc, char** argv);
+
+// The machine a report is named after: --machine when given; else "sim" on the simulated driver (backend
+// "sim"), "h200" on an H200 and `other` on any other device.
+std::string machine_name(const options& parsed, const std::string& backend, const std::string& device_name,
+                         const std::string& other = "gpu");
 
 }  // namespace ferry::bench
