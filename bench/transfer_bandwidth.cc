@@ -99,13 +99,11 @@ int main(int argc, char** argv) try {
   std::cerr << "ferry transfer_bandwidth on the " << to_string(active_backend()) << " backend: " << gpu_device.name() << "\n";
 
   bench::transfer_fixture fixture(gpu_device);
-  std::vector<bench::result> results;
   // In this order: the reused case starts cold, since the sweep's forced staging registered nothing.
-  for (auto group : {bench::size_sweep, bench::both_directions, bench::staging_host_cost, bench::reused_pageable,
-                     bench::device_fills_and_copies, bench::pitched_copies, bench::managed_prefetch}) {
-    const std::vector<bench::result> more = group(fixture);
-    results.insert(results.end(), more.begin(), more.end());
-  }
+  const std::vector<bench::result> results =
+      bench::run_groups(fixture, {bench::size_sweep, bench::both_directions, bench::staging_host_cost,
+                                  bench::reused_pageable, bench::device_fills_and_copies, bench::pitched_copies,
+                                  bench::managed_prefetch});
 
   const std::string backend_name(to_string(active_backend()));
   const std::string machine = bench::machine_name(options, backend_name, gpu_device.name());

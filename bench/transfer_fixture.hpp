@@ -58,13 +58,9 @@ struct transfer_fixture {
   const transfer_options staged{.plan = transfer_plan::staged};
 };
 
-// The groups of cases, each run in the order of its rows; results in the same order.
-std::vector<result> size_sweep(transfer_fixture& f);
-std::vector<result> both_directions(transfer_fixture& f);
-std::vector<result> staging_host_cost(transfer_fixture& f);
-std::vector<result> reused_pageable(transfer_fixture& f);
-std::vector<result> device_fills_and_copies(transfer_fixture& f);
-std::vector<result> pitched_copies(transfer_fixture& f);
-std::vector<result> managed_prefetch(transfer_fixture& f);
+// The groups of cases, run one after another on one fixture (run_groups): each builds what its cases
+// need, runs its table and returns the rows in order.
+using transfer_cases = std::vector<result>(transfer_fixture&);
+transfer_cases size_sweep, both_directions, staging_host_cost, reused_pageable, device_fills_and_copies, pitched_copies, managed_prefetch;
 
 }  // namespace ferry::bench

@@ -5,7 +5,9 @@
 
 #include <cstddef>
 #include <functional>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ferry::bench {
@@ -51,8 +53,26 @@ result compare(const comparison_spec& spec);
 // A benchmark's table run by one loop: compare() on each case, in the table's order.
 std::vector<result> compare_all(const std::vector<comparison_spec>& table);
 
-// One run of a case that loops over a cheap call: body(0) ... body(times - 1).
-std::function<void()> repeated(std::size_t times, std::function<void(std::size_t)> body);
+// A benchmark's groups of cases over one fixture, run in the order given (each group builds what its
+// cases need, runs its table and releases it); the results in the same order.
+template <class Fixture>
+std::vector<result> run_groups(Fixture& fixture, std::initializer_list<std::vector<result> (*)(Fixture&)> groups) {
+  std::vector<result> results;
+  for (auto group : groups) {
+    std::vector<result> more = group(fixture);
+    results.insert(results.end(), more.begin(), more.end());
+  }
+  return results;
+}
+
+// One run of a case that loops over a cheap call: body(0) ... body(times - 1). A template, so that the
+// loop calls `body` directly: an indirect call per iteration would weigh on a call of a few nanoseconds.
+template <class Body>
+std::function<void()> repeated(std::size_t times, Body body) {
+  return [times, body = std::move(body)] {
+    for (std::size_t i = 0; i < times; ++i) body(i);
+  };
+}
 
 // A size as rows name it: "4KiB", "16MiB", "4GiB" (the largest unit that divides it).
 std::string size_name(std::size_t bytes);
