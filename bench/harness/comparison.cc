@@ -85,12 +85,6 @@ std::vector<result> compare_all(const std::vector<comparison_spec>& table) {
   return results;
 }
 
-std::function<void()> repeated(std::size_t times, std::function<void(std::size_t)> body) {
-  return [times, body = std::move(body)] {
-    for (std::size_t i = 0; i < times; ++i) body(i);
-  };
-}
-
 std::string size_name(std::size_t bytes) {
   if (bytes >= (1u << 30) && bytes % (1u << 30) == 0) return std::to_string(bytes >> 30) + "GiB";
   if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + "MiB";
