@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "bench/harness/comparison.hpp"
+#include "bench/harness/primary_device.hpp"
 #include "bench/marshal_fixture.hpp"
 
 using namespace ferry;
@@ -33,23 +34,18 @@ std::string describe(const device& gpu) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  const bench::options options = bench::parse_options(argc, argv);
-  const device gpu = device::get(0);
-  context primary = context::primary(gpu);
-  context_guard guard(primary);
-  const std::string backend_name(to_string(active_backend()));
+  const bench::comparison_program program(argc, argv);
+  const device& gpu = program.on.gpu;
   const mem_info memory = get_mem_info();
   const std::string description = describe(gpu);
-  std::cerr << "ferry bench on the " << backend_name << " backend: " << description << ", free "
+  std::cerr << "ferry bench on the " << program.backend << " backend: " << description << ", free "
             << (memory.free >> 20) << " MiB\n";
 
-  bench::marshal_fixture fixture(gpu, primary);
-  const std::vector<bench::result> results =
-      bench::run_groups(fixture, {bench::linear_copies, bench::pitched_copies, bench::peer_copies, bench::memsets,
-                                  bench::allocations, bench::queries, bench::managed_prefetch});
-
-  const std::string machine = bench::machine_name(options, backend_name, gpu.name(), plain_name(gpu.name()));
-  bench::write_report(results, options.out_dir, machine + "-marshal", description, backend_name);
+  bench::marshal_fixture fixture(gpu, program.on.primary);
+  program.report(bench::run_groups(fixture, {bench::linear_copies, bench::pitched_copies, bench::peer_copies,
+                                             bench::memsets, bench::allocations, bench::queries,
+                                             bench::managed_prefetch}),
+                 "marshal", description, plain_name(gpu.name()));
   return 0;
 } catch (const std::exception& error) {
   std::cerr << "marshal_roundtrip: " << error.what() << "\n";

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bench/harness/comparison.hpp"
+#include "bench/harness/primary_device.hpp"
 #include "bench/harness/run_to_completion.hpp"
 #include "bench/transfer_fixture.hpp"
 
@@ -92,22 +93,16 @@ std::vector<result> size_sweep(transfer_fixture& f) {
 }  // namespace ferry::bench
 
 int main(int argc, char** argv) try {
-  const bench::options options = bench::parse_options(argc, argv);
-  const device gpu_device = device::get(0);
-  context primary = context::primary(gpu_device);
-  context_guard guard(primary);
-  std::cerr << "ferry transfer_bandwidth on the " << to_string(active_backend()) << " backend: " << gpu_device.name() << "\n";
+  const bench::comparison_program program(argc, argv);
+  const std::string device_name = program.on.gpu.name();
+  std::cerr << "ferry transfer_bandwidth on the " << program.backend << " backend: " << device_name << "\n";
 
-  bench::transfer_fixture fixture(gpu_device);
+  bench::transfer_fixture fixture(program.on.gpu);
   // In this order: the reused case starts cold, since the sweep's forced staging registered nothing.
-  const std::vector<bench::result> results =
-      bench::run_groups(fixture, {bench::size_sweep, bench::both_directions, bench::staging_host_cost,
-                                  bench::reused_pageable, bench::device_fills_and_copies, bench::pitched_copies,
-                                  bench::managed_prefetch});
-
-  const std::string backend_name(to_string(active_backend()));
-  const std::string machine = bench::machine_name(options, backend_name, gpu_device.name());
-  bench::write_report(results, options.out_dir, machine + "-transfers", gpu_device.name(), backend_name);
+  program.report(bench::run_groups(fixture, {bench::size_sweep, bench::both_directions, bench::staging_host_cost,
+                                             bench::reused_pageable, bench::device_fills_and_copies,
+                                             bench::pitched_copies, bench::managed_prefetch}),
+                 "transfers", device_name);
   return 0;
 } catch (const std::exception& error) {
   std::cerr << "transfer_bandwidth: " << error.what() << "\n";
