@@ -54,15 +54,16 @@ result compare(const comparison_spec& spec);
 std::vector<result> compare_all(const std::vector<comparison_spec>& table);
 
 // A benchmark's groups of cases over one fixture, run in the order given (each group builds what its
-// cases need, runs its table and releases it); the results in the same order.
-template <class Fixture>
-std::vector<result> run_groups(Fixture& fixture, std::initializer_list<std::vector<result> (*)(Fixture&)> groups) {
-  std::vector<result> results;
+// cases need, runs its table and releases it); their rows (results, or a diagnostic's own rows) in the
+// same order.
+template <class Fixture, class Row>
+std::vector<Row> run_groups(Fixture& fixture, std::initializer_list<std::vector<Row> (*)(Fixture&)> groups) {
+  std::vector<Row> rows;
   for (auto group : groups) {
-    std::vector<result> more = group(fixture);
-    results.insert(results.end(), more.begin(), more.end());
+    std::vector<Row> more = group(fixture);
+    rows.insert(rows.end(), more.begin(), more.end());
   }
-  return results;
+  return rows;
 }
 
 // One run of a case that loops over a cheap call: body(0) ... body(times - 1). A template, so that the
