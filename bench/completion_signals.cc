@@ -19,7 +19,7 @@
 
 #include "bench/harness/driver_check.hpp"
 #include "bench/harness/per_call.hpp"
-#include "bench/harness/primary_device.hpp"
+#include "bench/harness/program.hpp"
 #include "bench/harness/statistics.hpp"
 #include "engine/driver/driver_table.hpp"
 #include "ferry/ferry.hpp"

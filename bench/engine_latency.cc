@@ -21,7 +21,7 @@
 
 #include "bench/harness/comparison.hpp"
 #include "bench/harness/driver_check.hpp"
-#include "bench/harness/primary_device.hpp"
+#include "bench/harness/program.hpp"
 #include "bench/harness/statistics.hpp"
 #include "engine/driver/driver_table.hpp"
 #include "ferry/engine.hpp"

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "bench/harness/comparison.hpp"
-#include "bench/harness/primary_device.hpp"
+#include "bench/harness/program.hpp"
 #include "bench/marshal_fixture.hpp"
 
 using namespace ferry;

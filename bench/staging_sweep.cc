@@ -19,7 +19,7 @@
 
 #include "bench/harness/driver_check.hpp"
 #include "bench/harness/io_thread.hpp"
-#include "bench/harness/primary_device.hpp"
+#include "bench/harness/program.hpp"
 #include "bench/harness/run_to_completion.hpp"
 #include "bench/harness/statistics.hpp"
 #include "bench/harness/test_data.hpp"

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "bench/harness/comparison.hpp"
-#include "bench/harness/primary_device.hpp"
+#include "bench/harness/program.hpp"
 #include "bench/submit_path_fixture.hpp"
 #include "engine/async/completion_bridge.hpp"
 

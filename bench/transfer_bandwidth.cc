@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "bench/harness/comparison.hpp"
-#include "bench/harness/primary_device.hpp"
+#include "bench/harness/program.hpp"
 #include "bench/harness/run_to_completion.hpp"
 #include "bench/transfer_fixture.hpp"
 

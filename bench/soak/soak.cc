@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "bench/harness/comparison.hpp"
-#include "bench/harness/primary_device.hpp"
+#include "bench/harness/program.hpp"
 #include "ferry/backend.hpp"
 #include "ferry/engine.hpp"
 #include "ferry/marshal.hpp"
