@@ -1,5 +1,5 @@
 // marshal_roundtrip's cases that move data: the 1-D and 2-D copies (blocking and on a stream), copies to
-// another context, and memset. Each is timed with its poisoning of the destination, as before.
+// another context, and memset. Where a case poisons its destination, both sides do so inside the timed run.
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -57,37 +57,45 @@ std::vector<result> linear_copies(marshal_fixture& f) {
   });
 }
 
+namespace {
+
 // The whole 64 MiB as 4096 rows of 16 KiB in a 16 KiB pitch on both sides (so the data check is the
 // same), through the 2-D path.
+constexpr std::size_t row_words = 4096, rows = words / row_words;
+
+// One end of a raw 2-D copy.
+struct side {
+  CUmemorytype type;
+  void* host;
+  CUdeviceptr device;
+};
+
+// The raw 2-D copy of the whole region. On a stream: synchronized; without: blocking, but a
+// device-to-device cuMemcpy2D returns before the copy is done.
+void raw_2d(const marshal_fixture& f, side from, side to, CUstream on) {
+  CUDA_MEMCPY2D copy{};
+  copy.srcMemoryType = from.type;
+  copy.srcHost = from.host;
+  copy.srcDevice = from.device;
+  copy.srcPitch = row_words * 4;
+  copy.dstMemoryType = to.type;
+  copy.dstHost = to.host;
+  copy.dstDevice = to.device;
+  copy.dstPitch = row_words * 4;
+  copy.WidthInBytes = row_words * 4;
+  copy.Height = rows;
+  if (on) {
+    check(f.raw.cuMemcpy2DAsync(&copy, on), "cuMemcpy2DAsync");
+    check(f.raw.cuStreamSynchronize(on), "cuStreamSynchronize");
+  } else {
+    check(f.raw.cuMemcpy2D(&copy), "cuMemcpy2D");
+    if (from.type == CU_MEMORYTYPE_DEVICE && to.type == CU_MEMORYTYPE_DEVICE) f.synchronize_context();
+  }
+}
+
+}  // namespace
+
 std::vector<result> pitched_copies(marshal_fixture& f) {
-  const std::size_t row_words = 4096, rows = words / row_words;
-  struct side {
-    CUmemorytype type;
-    void* host;
-    CUdeviceptr device;
-  };
-  // On a stream: synchronized; without: blocking, but a device-to-device cuMemcpy2D returns before the
-  // copy is done.
-  auto raw_2d = [&f, row_words, rows](side from, side to, CUstream on) {
-    CUDA_MEMCPY2D copy{};
-    copy.srcMemoryType = from.type;
-    copy.srcHost = from.host;
-    copy.srcDevice = from.device;
-    copy.srcPitch = row_words * 4;
-    copy.dstMemoryType = to.type;
-    copy.dstHost = to.host;
-    copy.dstDevice = to.device;
-    copy.dstPitch = row_words * 4;
-    copy.WidthInBytes = row_words * 4;
-    copy.Height = rows;
-    if (on) {
-      check(f.raw.cuMemcpy2DAsync(&copy, on), "cuMemcpy2DAsync");
-      check(f.raw.cuStreamSynchronize(on), "cuStreamSynchronize");
-    } else {
-      check(f.raw.cuMemcpy2D(&copy), "cuMemcpy2D");
-      if (from.type == CU_MEMORYTYPE_DEVICE && to.type == CU_MEMORYTYPE_DEVICE) f.synchronize_context();
-    }
-  };
   const side a{CU_MEMORYTYPE_DEVICE, nullptr, f.a}, b{CU_MEMORYTYPE_DEVICE, nullptr, f.b};
   const side pageable_in{CU_MEMORYTYPE_HOST, f.pageable_in.data(), 0}, pinned_in{CU_MEMORYTYPE_HOST, f.pinned_in.data(), 0};
   const side pageable_out{CU_MEMORYTYPE_HOST, f.pageable_out.data(), 0}, pinned_out{CU_MEMORYTYPE_HOST, f.pinned_out.data(), 0};
@@ -97,11 +105,11 @@ std::vector<result> pitched_copies(marshal_fixture& f) {
       marshal_fixture::moving(
           "poke_array_2d_64MiB",
           [&] { f.poison_device(f.b); poke_array_2d(row_words, rows, f.pageable_in.data(), row_words, 0, 0, f.device_b.get(), row_words, 0, 0); },
-          [&] { f.poison_device(f.b); raw_2d(pageable_in, b, nullptr); }, f.verify_device(f.b, "poke_array_2d")),
+          [&] { f.poison_device(f.b); raw_2d(f, pageable_in, b, nullptr); }, f.verify_device(f.b, "poke_array_2d")),
       marshal_fixture::moving(
           "peek_array_2d_64MiB",
           [&] { f.poison_host(host_out); peek_array_2d(row_words, rows, f.device_a.get(), row_words, 0, 0, host_out, row_words, 0, 0); },
-          [&] { f.poison_host(host_out); raw_2d(a, pageable_out, nullptr); }, f.verify_host(host_out, "peek_array_2d")),
+          [&] { f.poison_host(host_out); raw_2d(f, a, pageable_out, nullptr); }, f.verify_host(host_out, "peek_array_2d")),
       marshal_fixture::moving(
           "poke_array_2d_async_64MiB",
           [&] {
@@ -110,7 +118,7 @@ std::vector<result> pitched_copies(marshal_fixture& f) {
                                 f.device_b.get(), row_words, 0, 0, f.s);
             f.s.synchronize();
           },
-          [&] { f.poison_device(f.b); raw_2d(pinned_in, b, f.s.get()); }, f.verify_device(f.b, "poke_array_2d_async")),
+          [&] { f.poison_device(f.b); raw_2d(f, pinned_in, b, f.s.get()); }, f.verify_device(f.b, "poke_array_2d_async")),
       marshal_fixture::moving(
           "peek_array_2d_async_64MiB",
           [&] {
@@ -118,7 +126,7 @@ std::vector<result> pitched_copies(marshal_fixture& f) {
             peek_array_2d_async(row_words, rows, f.device_a.get(), row_words, 0, 0, f.pinned_out.get(), row_words, 0, 0, f.s);
             f.s.synchronize();
           },
-          [&] { f.poison_host(pinned_host_out); raw_2d(a, pinned_out, f.s.get()); },
+          [&] { f.poison_host(pinned_host_out); raw_2d(f, a, pinned_out, f.s.get()); },
           f.verify_host(pinned_host_out, "peek_array_2d_async")),
       marshal_fixture::moving(
           "copy_array_2d_64MiB",
@@ -127,7 +135,7 @@ std::vector<result> pitched_copies(marshal_fixture& f) {
             copy_array_2d(row_words, rows, f.device_a.get(), row_words, 0, 0, f.device_b.get(), row_words, 0, 0);
             f.synchronize_context();
           },
-          [&] { f.poison_device(f.b); raw_2d(a, b, nullptr); }, f.verify_device(f.b, "copy_array_2d")),
+          [&] { f.poison_device(f.b); raw_2d(f, a, b, nullptr); }, f.verify_device(f.b, "copy_array_2d")),
       marshal_fixture::moving(
           "copy_array_2d_async_64MiB",
           [&] {
@@ -135,7 +143,7 @@ std::vector<result> pitched_copies(marshal_fixture& f) {
             copy_array_2d_async(row_words, rows, f.device_a.get(), row_words, 0, 0, f.device_b.get(), row_words, 0, 0, f.s);
             f.s.synchronize();
           },
-          [&] { f.poison_device(f.b); raw_2d(a, b, f.s.get()); }, f.verify_device(f.b, "copy_array_2d_async")),
+          [&] { f.poison_device(f.b); raw_2d(f, a, b, f.s.get()); }, f.verify_device(f.b, "copy_array_2d_async")),
   });
 }
 
