@@ -21,6 +21,7 @@
 
 #include "bench/harness/comparison.hpp"
 #include "bench/harness/driver_check.hpp"
+#include "bench/harness/program.hpp"
 #include "bench/harness/statistics.hpp"
 #include "engine/driver/driver_table.hpp"
 #include "ferry/engine.hpp"
@@ -65,6 +66,7 @@ struct setup {
     if (std::memcmp(back.data(), expected.data(), bytes) != 0) throw std::runtime_error("data differs after the run");
     check(raw.cuMemsetD8(destination.get().get(), 0xA5, bytes), "cuMemsetD8");
   }
+  stream raw_stream = stream::create();
 };
 
 // Raw: cuMemcpyHtoDAsync, then how the policy's raw equivalent learns completion.
@@ -113,136 +115,135 @@ std::vector<double> ferry_round_trips(setup& s, engine& gpu, asio::io_context& i
   return samples;
 }
 
-}  // namespace
+// One configuration of the round trip: the completion policy, and the io thread's spin before it parks.
+struct configuration {
+  std::string suffix;
+  completion_policy policy;
+  std::optional<std::chrono::microseconds> executor_spin;  // empty: the engine's choice for this machine
+};
 
-int main(int argc, char** argv) try {
-  const bench::options options = bench::parse_options(argc, argv);
-  const device gpu_device = device::get(0);
-  context primary = context::primary(gpu_device);
-  context_guard guard(primary);
-  const std::string backend_name(to_string(active_backend()));
-  std::cerr << "ferry engine_latency on the " << backend_name << " backend: " << gpu_device.name() << "\n";
-  setup s;
-  stream raw_stream = stream::create();
+// The round trip's p50 and p99, ferry's beside raw's, from blocks of samples after a warm-up of both
+// paths, alternated; then, unless the io thread is all that differs, the poller's idle cost.
+std::vector<bench::result> round_trip_rows(setup& s, const configuration& config) {
+  asio::io_context io(1);
+  engine_options engine_settings;
+  engine_settings.policy = config.policy;
+  engine_settings.executor_spin = config.executor_spin;
+  engine gpu{io.get_executor(), engine_settings};
+  stream ferry_stream = stream::create();
+  ferry_round_trips(s, gpu, io, ferry_stream);
+  raw_round_trips(s, config.policy, s.raw_stream.get());
+  std::vector<double> ferry_samples, raw_samples;
+  for (int block = 0; block < 3; ++block) {
+    std::fprintf(stderr, "\r  roundtrip_4KiB%-14s block %d/3", config.suffix.c_str(), block + 1);
+    auto f = ferry_round_trips(s, gpu, io, ferry_stream);
+    s.verify(small_bytes);
+    auto r = raw_round_trips(s, config.policy, s.raw_stream.get());
+    s.verify(small_bytes);
+    ferry_samples.insert(ferry_samples.end(), f.begin(), f.end());
+    raw_samples.insert(raw_samples.end(), r.begin(), r.end());
+  }
+  std::fprintf(stderr, "\r%80s\r", "");
   std::vector<bench::result> results;
+  for (auto [tail, p] : {std::pair{"_p50", 0.5}, std::pair{"_p99", 0.99}}) {
+    results.push_back({"roundtrip_4KiB" + config.suffix + tail, 0, percentile(ferry_samples, p),
+                       percentile(raw_samples, p), static_cast<int>(ferry_samples.size()), 1, ""});
+  }
+  if (config.suffix == "_parked_io") return results;  // the poller's idle cost does not depend on the io thread
 
-  // Per policy, and for poll once more with the io thread left to park between round trips
-  // (executor_spin = 0: each completion then pays the wake-up of a parked thread).
-  struct configuration {
-    std::string suffix;
-    completion_policy policy;
-    std::optional<std::chrono::microseconds> executor_spin;
-  };
-  const std::optional<std::chrono::microseconds> default_spin;  // the engine's choice for this machine
+  // Idle cost: the poller's CPU time over one second with nothing pending. The raw driver has no poller,
+  // so both columns hold ferry's figure (ratio 1); the target is the figure itself (< 2% for poll).
+  const double before = gpu.poller_cpu_seconds();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const double idle_percent = (gpu.poller_cpu_seconds() - before) * 100.0;
+  const char* policy = policy_name(config.policy);
+  std::cout << "poller idle CPU (" << policy << "): " << idle_percent << " % of a core over 1 s\n";
+  results.push_back({std::string("poller_idle_cpu_") + policy, 0, idle_percent, idle_percent, 1, 1, "% of a core"});
+  return results;
+}
+
+// Per policy, and for poll once more with the io thread left to park between round trips
+// (executor_spin = 0: each completion then pays the wake-up of a parked thread).
+std::vector<bench::result> round_trips(setup& s) {
+  const std::optional<std::chrono::microseconds> default_spin;
+  std::vector<bench::result> results;
   for (const configuration& config : {configuration{"", completion_policy::poll, default_spin},
                                       configuration{"_parked_io", completion_policy::poll, std::chrono::microseconds(0)},
                                       configuration{"_host_callback", completion_policy::host_callback, default_spin},
                                       configuration{"_blocking_sync", completion_policy::blocking_sync, default_spin}}) {
-    const completion_policy policy = config.policy;
-    asio::io_context io(1);
-    engine_options engine_settings;
-    engine_settings.policy = policy;
-    engine_settings.executor_spin = config.executor_spin;
-    engine gpu{io.get_executor(), engine_settings};
-    stream ferry_stream = stream::create();
-    // Warm up both paths, then alternate blocks of samples.
-    ferry_round_trips(s, gpu, io, ferry_stream);
-    raw_round_trips(s, policy, raw_stream.get());
-    std::vector<double> ferry_samples, raw_samples;
-    for (int block = 0; block < 3; ++block) {
-      std::fprintf(stderr, "\r  roundtrip_4KiB%-14s block %d/3", config.suffix.c_str(), block + 1);
-      auto f = ferry_round_trips(s, gpu, io, ferry_stream);
-      s.verify(small_bytes);
-      auto r = raw_round_trips(s, policy, raw_stream.get());
-      s.verify(small_bytes);
-      ferry_samples.insert(ferry_samples.end(), f.begin(), f.end());
-      raw_samples.insert(raw_samples.end(), r.begin(), r.end());
+    const std::vector<bench::result> rows = round_trip_rows(s, config);
+    results.insert(results.end(), rows.begin(), rows.end());
+  }
+  return results;
+}
+
+// 1024 raw cuMemcpyHtoDAsync of 4 KiB, one per piece of the source.
+void raw_small_copies(setup& s) {
+  for (int i = 0; i < concurrent_ops; ++i) {
+    check(s.raw.cuMemcpyHtoDAsync(s.destination.get().get() + i * small_bytes, s.source.data() + i * small_bytes,
+                                  small_bytes, s.raw_stream.get()),
+          "cuMemcpyHtoDAsync");
+  }
+}
+
+// What initiating an operation costs the caller's thread: 1024 4 KiB pokes from pinned memory on one
+// stream, initiated with a callback (the completions are not timed), against 1024 cuMemcpyHtoDAsync.
+std::vector<bench::result> submit_cost(setup& s) {
+  asio::io_context io(1);
+  engine gpu{io.get_executor()};
+  stream ferry_stream = stream::create();
+  auto ferry_run = [&] {
+    for (int i = 0; i < concurrent_ops; ++i) {
+      gpu.poke(host_ptr<const std::uint8_t>(s.source.get() + i * small_bytes), small_bytes,
+               s.destination.get() + i * small_bytes, ferry_stream, [](boost::system::error_code, std::size_t) {});
     }
-    std::fprintf(stderr, "\r%80s\r", "");
-    results.push_back({"roundtrip_4KiB" + config.suffix + "_p50", 0, percentile(ferry_samples, 0.5),
-                       percentile(raw_samples, 0.5), static_cast<int>(ferry_samples.size()), 1, ""});
-    results.push_back({"roundtrip_4KiB" + config.suffix + "_p99", 0, percentile(ferry_samples, 0.99),
-                       percentile(raw_samples, 0.99), static_cast<int>(ferry_samples.size()), 1, ""});
-    if (config.suffix == "_parked_io") continue;  // the poller's idle cost does not depend on the io thread
+  };
+  auto drain_and_verify = [&] {
+    ferry_stream.synchronize();
+    s.raw_stream.synchronize();
+    io.restart();
+    io.poll();
+    s.verify(small_bytes * concurrent_ops);
+  };
+  std::vector<bench::result> results =
+      bench::compare_all({{"submit_4KiB", 0, concurrent_ops, 2, 7, ferry_run, [&] { raw_small_copies(s); }, drain_and_verify}});
+  gpu.wait_all(asio::use_future).get();
+  return results;
+}
 
-    // Idle cost: the poller's CPU time over one second with nothing pending. The raw driver has no poller,
-    // so both columns hold ferry's figure (ratio 1); the target is the figure itself (< 2% for poll).
-    const double before = gpu.poller_cpu_seconds();
-    std::this_thread::sleep_for(std::chrono::seconds(1));
-    const double idle_percent = (gpu.poller_cpu_seconds() - before) * 100.0;
-    std::cout << "poller idle CPU (" << policy_name(policy) << "): " << idle_percent << " % of a core over 1 s\n";
-    results.push_back({std::string("poller_idle_cpu_") + policy_name(policy), 0, idle_percent, idle_percent, 1, 1,
-                       "% of a core"});
-  }
+// 1024 concurrent 4 KiB pokes from coroutines, against a raw loop of cuMemcpyHtoDAsync then a sync.
+std::vector<bench::result> many_small(setup& s) {
+  asio::io_context io(1);
+  engine gpu{io.get_executor()};
+  auto ferry_run = [&] {
+    int done = 0;
+    for (int i = 0; i < concurrent_ops; ++i) {
+      asio::co_spawn(io, [&, i]() -> asio::awaitable<void> {
+        co_await gpu.poke(host_ptr<const std::uint8_t>(s.source.get() + i * small_bytes), small_bytes,
+                          s.destination.get() + i * small_bytes, asio::use_awaitable);
+        ++done;
+      }, asio::detached);
+    }
+    io.restart();
+    io.run();
+    if (done != concurrent_ops) throw std::runtime_error("many_small: not every poke completed");
+  };
+  auto raw_run = [&] {
+    raw_small_copies(s);
+    check(s.raw.cuStreamSynchronize(s.raw_stream.get()), "cuStreamSynchronize");
+  };
+  return bench::compare_all({{"many_small_4KiB", small_bytes * concurrent_ops, 1, 2, 7, ferry_run, raw_run,
+                              [&] { s.verify(small_bytes * concurrent_ops); }}});
+}
 
-  // What initiating an operation costs the caller's thread: 1024 4 KiB pokes from pinned memory on one
-  // stream, initiated with a callback (the completions are not timed), against 1024 cuMemcpyHtoDAsync.
-  {
-    asio::io_context io(1);
-    engine gpu{io.get_executor()};
-    stream ferry_stream = stream::create();
-    auto ferry_run = [&] {
-      for (int i = 0; i < concurrent_ops; ++i) {
-        gpu.poke(host_ptr<const std::uint8_t>(s.source.get() + i * small_bytes), small_bytes,
-                 s.destination.get() + i * small_bytes, ferry_stream, [](boost::system::error_code, std::size_t) {});
-      }
-    };
-    auto raw_run = [&] {
-      for (int i = 0; i < concurrent_ops; ++i) {
-        check(s.raw.cuMemcpyHtoDAsync(s.destination.get().get() + i * small_bytes, s.source.data() + i * small_bytes,
-                                      small_bytes, raw_stream.get()),
-              "cuMemcpyHtoDAsync");
-      }
-    };
-    auto drain = [&] {
-      ferry_stream.synchronize();
-      raw_stream.synchronize();
-      io.restart();
-      io.poll();
-    };
-    results.push_back(bench::compare({"submit_4KiB", 0, concurrent_ops, 2, 7, ferry_run, raw_run,
-                                      [&] {
-                                        drain();
-                                        s.verify(small_bytes * concurrent_ops);
-                                      }}));
-    gpu.wait_all(asio::use_future).get();
-  }
+}  // namespace
 
-  // 1024 concurrent 4 KiB pokes from coroutines, against a raw loop of cuMemcpyHtoDAsync then a sync.
-  {
-    asio::io_context io(1);
-    engine gpu{io.get_executor()};
-    auto ferry_run = [&] {
-      int done = 0;
-      for (int i = 0; i < concurrent_ops; ++i) {
-        asio::co_spawn(io, [&, i]() -> asio::awaitable<void> {
-          co_await gpu.poke(host_ptr<const std::uint8_t>(s.source.get() + i * small_bytes), small_bytes,
-                            s.destination.get() + i * small_bytes, asio::use_awaitable);
-          ++done;
-        }, asio::detached);
-      }
-      io.restart();
-      io.run();
-      if (done != concurrent_ops) throw std::runtime_error("many_small: not every poke completed");
-    };
-    auto raw_run = [&] {
-      for (int i = 0; i < concurrent_ops; ++i) {
-        check(s.raw.cuMemcpyHtoDAsync(s.destination.get().get() + i * small_bytes, s.source.data() + i * small_bytes,
-                                      small_bytes, raw_stream.get()),
-              "cuMemcpyHtoDAsync");
-      }
-      check(s.raw.cuStreamSynchronize(raw_stream.get()), "cuStreamSynchronize");
-    };
-    results.push_back(bench::compare({"many_small_4KiB", small_bytes * concurrent_ops, 1, 2, 7, ferry_run, raw_run,
-                                      [&] { s.verify(small_bytes * concurrent_ops); }}));
-  }
-
-  const std::string machine = options.machine.empty()
-                                  ? (active_backend() == backend::sim ? std::string("sim")
-                                     : gpu_device.name().find("H200") != std::string::npos ? std::string("h200")
-                                                                                          : std::string("gpu"))
-                                  : options.machine;
-  bench::write_report(results, options.out_dir, machine + "-engine", gpu_device.name(), backend_name);
+int main(int argc, char** argv) try {
+  const bench::comparison_program program(argc, argv);
+  const std::string device_name = program.on.gpu.name();
+  std::cerr << "ferry engine_latency on the " << program.backend << " backend: " << device_name << "\n";
+  setup s;
+  program.report(bench::run_groups(s, {round_trips, submit_cost, many_small}), "engine", device_name);
   return 0;
 } catch (const std::exception& error) {
   std::cerr << "engine_latency: " << error.what() << "\n";

@@ -3,14 +3,11 @@
 // device 0 -> device 1; peer_bidir_<size> is both directions at once (bytes counted in both). Peer
 // access is enabled both ways where the devices allow it (else the driver copies through the host,
 // and the description says so). With fewer than two devices nothing is measured and nothing written.
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 
 #include <atomic>
 #include <cstdint>
-#include <cstring>
 #include <iostream>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -18,6 +15,8 @@
 
 #include "bench/harness/comparison.hpp"
 #include "bench/harness/driver_check.hpp"
+#include "bench/harness/io_thread.hpp"
+#include "bench/harness/test_data.hpp"
 #include "engine/driver/driver_table.hpp"
 #include "ferry/engine.hpp"
 #include "ferry/ferry.hpp"
@@ -28,16 +27,7 @@ using namespace ferry;
 namespace {
 
 using bench::check;
-
-std::vector<std::uint8_t> random_bytes(std::size_t bytes, std::uint64_t seed) {
-  std::vector<std::uint8_t> out(bytes);
-  std::mt19937_64 generator(seed);
-  for (std::size_t i = 0; i + 8 <= bytes; i += 8) {
-    const std::uint64_t word = generator();
-    std::memcpy(out.data() + i, &word, 8);
-  }
-  return out;
-}
+using bench::random_bytes;
 
 // The engine's completions of one run: handlers (on the engine's io thread) count down, and the
 // measuring thread spins until all have arrived, as the raw side spins in cuStreamSynchronize (a
@@ -87,13 +77,75 @@ struct device_side {
   device_buffer<std::uint8_t> source, destination;
 };
 
-std::string size_name(std::size_t bytes) { return std::to_string(bytes >> 20) + "MiB"; }
-
 std::string machine_name(const bench::options& options, bool sim, const std::string& first, const std::string& second) {
   if (!options.machine.empty()) return options.machine;
   if (sim) return "sim";
   const bool both_h200 = first.find("H200") != std::string::npos && second.find("H200") != std::string::npos;
   return both_h200 ? "h200x2" : "gpux2";
+}
+
+// The memory of the two devices' primary contexts, the engine and two raw streams.
+struct peer_fixture {
+  peer_fixture(context_ref first, context_ref second, std::size_t bytes)
+      : bytes(bytes), on_first(first, bytes, 11), on_second(second, bytes, 12) {}
+
+  void ferry_copy(const device_side& from, const device_side& to, pending_completions& done) {
+    gpu.copy_peer(device_ptr<const std::uint8_t>(from.source.get()), from.owner, to.destination.get(), to.owner, bytes,
+                  done.handler());
+  }
+  void raw_copy(const device_side& from, const device_side& to, const stream& on) const {
+    check(raw.cuMemcpyPeerAsync(to.destination.get().get(), to.owner.get(), from.source.get().get(), from.owner.get(),
+                                bytes, on.get()),
+          "cuMemcpyPeerAsync");
+  }
+  void synchronize(const stream& on) const { check(raw.cuStreamSynchronize(on.get()), "cuStreamSynchronize"); }
+  void verify_forward() const { on_second.verify_destination(on_first.content, "peer (0 -> 1)"); }
+  void verify_backward() const { on_first.verify_destination(on_second.content, "peer (1 -> 0)"); }
+
+  const detail::driver_table& raw = detail::driver();
+  std::size_t bytes;
+  device_side on_first, on_second;
+  asio::io_context io;
+  bench::io_thread completions{io};
+  engine gpu{io.get_executor()};
+  stream raw_stream = stream::create();
+  stream raw_stream_2 = stream::create();
+};
+
+// peer_<size>: device 0 -> device 1; peer_bidir_<size>: both at once, on the engine's pool streams against
+// two raw streams.
+std::vector<bench::result> peer_cases(peer_fixture& f) {
+  const std::string tag = bench::size_name(f.bytes);
+  return bench::compare_all({
+      {"peer_" + tag, f.bytes, 1, 2, 7,
+       [&] {
+         pending_completions done(1);
+         f.ferry_copy(f.on_first, f.on_second, done);
+         done.wait();
+       },
+       [&] {
+         f.raw_copy(f.on_first, f.on_second, f.raw_stream);
+         f.synchronize(f.raw_stream);
+       },
+       [&] { f.verify_forward(); }},
+      {"peer_bidir_" + tag, 2 * f.bytes, 1, 2, 7,
+       [&] {
+         pending_completions done(2);
+         f.ferry_copy(f.on_first, f.on_second, done);
+         f.ferry_copy(f.on_second, f.on_first, done);
+         done.wait();
+       },
+       [&] {
+         f.raw_copy(f.on_first, f.on_second, f.raw_stream);
+         f.raw_copy(f.on_second, f.on_first, f.raw_stream_2);
+         f.synchronize(f.raw_stream);
+         f.synchronize(f.raw_stream_2);
+       },
+       [&] {
+         f.verify_forward();
+         f.verify_backward();
+       }},
+  });
 }
 
 }  // namespace
@@ -109,7 +161,6 @@ int main(int argc, char** argv) try {
   context first = context::primary(device::get(0));
   context second = context::primary(device::get(1));
   context_guard guard(first);
-  const auto& raw = detail::driver();
   const std::string names = device::get(0).name() + " -> " + device::get(1).name();
   std::cerr << "ferry peer_bandwidth on the " << to_string(active_backend()) << " backend: " << names << "\n";
 
@@ -125,76 +176,8 @@ int main(int argc, char** argv) try {
   std::cerr << "  " << description << "\n";
 
   // The simulation copies with memcpy on two cores: the same runs, smaller.
-  const std::size_t bytes = sim ? std::size_t{16} << 20 : std::size_t{256} << 20;
-  device_side on_first(first, bytes, 11), on_second(second, bytes, 12);
-
-  // The engine's completions run on one io thread, stopped and joined on any exit.
-  asio::io_context io;
-  struct io_thread {
-    asio::io_context& io;
-    asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(io);
-    std::thread runner{[this] { io.run(); }};
-    ~io_thread() {
-      work.reset();
-      runner.join();
-    }
-  } completions_thread{io};
-  engine gpu{io.get_executor()};
-  stream raw_stream = stream::create();
-  stream raw_stream_2 = stream::create();
-
-  auto ferry_forward = [&](pending_completions& done) {
-    gpu.copy_peer(device_ptr<const std::uint8_t>(on_first.source.get()), first, on_second.destination.get(), second,
-                  bytes, done.handler());
-  };
-  auto ferry_backward = [&](pending_completions& done) {
-    gpu.copy_peer(device_ptr<const std::uint8_t>(on_second.source.get()), second, on_first.destination.get(), first,
-                  bytes, done.handler());
-  };
-  auto raw_forward = [&](CUstream s) {
-    check(raw.cuMemcpyPeerAsync(on_second.destination.get().get(), second.get(), on_first.source.get().get(),
-                                first.get(), bytes, s),
-          "cuMemcpyPeerAsync");
-  };
-  auto raw_backward = [&](CUstream s) {
-    check(raw.cuMemcpyPeerAsync(on_first.destination.get().get(), first.get(), on_second.source.get().get(),
-                                second.get(), bytes, s),
-          "cuMemcpyPeerAsync");
-  };
-  auto verify_forward = [&] { on_second.verify_destination(on_first.content, "peer (0 -> 1)"); };
-  auto verify_backward = [&] { on_first.verify_destination(on_second.content, "peer (1 -> 0)"); };
-
-  std::vector<bench::result> results;
-  const std::string tag = size_name(bytes);
-  results.push_back(bench::compare({"peer_" + tag, bytes, 1, 2, 7,
-                                    [&] {
-                                      pending_completions done(1);
-                                      ferry_forward(done);
-                                      done.wait();
-                                    },
-                                    [&] {
-                                      raw_forward(raw_stream.get());
-                                      check(raw.cuStreamSynchronize(raw_stream.get()), "cuStreamSynchronize");
-                                    },
-                                    verify_forward}));
-  // Both directions at once: two copies on the engine's pool streams against two raw streams.
-  results.push_back(bench::compare({"peer_bidir_" + tag, 2 * bytes, 1, 2, 7,
-                                    [&] {
-                                      pending_completions done(2);
-                                      ferry_forward(done);
-                                      ferry_backward(done);
-                                      done.wait();
-                                    },
-                                    [&] {
-                                      raw_forward(raw_stream.get());
-                                      raw_backward(raw_stream_2.get());
-                                      check(raw.cuStreamSynchronize(raw_stream.get()), "cuStreamSynchronize");
-                                      check(raw.cuStreamSynchronize(raw_stream_2.get()), "cuStreamSynchronize");
-                                    },
-                                    [&] {
-                                      verify_forward();
-                                      verify_backward();
-                                    }}));
+  peer_fixture fixture(first, second, sim ? std::size_t{16} << 20 : std::size_t{256} << 20);
+  const std::vector<bench::result> results = peer_cases(fixture);
 
   const std::string machine = machine_name(options, sim, device::get(0).name(), device::get(1).name());
   bench::write_report(results, options.out_dir, machine + "-peer", description, std::string(to_string(active_backend())));

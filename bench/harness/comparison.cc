@@ -79,6 +79,18 @@ result compare(const comparison_spec& spec) {
   return {spec.name, spec.bytes, median(ferry_times), median(raw_times), spec.trials, spec.calls_per_run, ""};
 }
 
+std::vector<result> compare_all(const std::vector<comparison_spec>& table) {
+  std::vector<result> results;
+  for (const comparison_spec& spec : table) results.push_back(compare(spec));
+  return results;
+}
+
+std::string size_name(std::size_t bytes) {
+  if (bytes >= (1u << 30) && bytes % (1u << 30) == 0) return std::to_string(bytes >> 30) + "GiB";
+  if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + "MiB";
+  return std::to_string(bytes >> 10) + "KiB";
+}
+
 void write_report(const std::vector<result>& results, const std::string& dir, const std::string& machine,
                   const std::string& device_description, const std::string& backend) {
   std::ostringstream table;
@@ -128,6 +140,13 @@ options parse_options(int argc, char** argv) {
     }
   }
   return parsed;
+}
+
+std::string machine_name(const options& parsed, const std::string& backend, const std::string& device_name,
+                         const std::string& other) {
+  if (!parsed.machine.empty()) return parsed.machine;
+  if (backend == "sim") return "sim";
+  return device_name.find("H200") != std::string::npos ? "h200" : other;
 }
 
 }  // namespace ferry::bench

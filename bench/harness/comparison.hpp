@@ -5,7 +5,9 @@
 
 #include <cstddef>
 #include <functional>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ferry::bench {
@@ -48,6 +50,34 @@ struct result {
 // which goes first, and returns the medians. Prints a progress line to stderr.
 result compare(const comparison_spec& spec);
 
+// A benchmark's table run by one loop: compare() on each case, in the table's order.
+std::vector<result> compare_all(const std::vector<comparison_spec>& table);
+
+// A benchmark's groups of cases over one fixture, run in the order given (each group builds what its
+// cases need, runs its table and releases it); their rows (results, or a diagnostic's own rows) in the
+// same order.
+template <class Fixture, class Row>
+std::vector<Row> run_groups(Fixture& fixture, std::initializer_list<std::vector<Row> (*)(Fixture&)> groups) {
+  std::vector<Row> rows;
+  for (auto group : groups) {
+    std::vector<Row> more = group(fixture);
+    rows.insert(rows.end(), more.begin(), more.end());
+  }
+  return rows;
+}
+
+// One run of a case that loops over a cheap call: body(0) ... body(times - 1). A template, so that the
+// loop calls `body` directly: an indirect call per iteration would weigh on a call of a few nanoseconds.
+template <class Body>
+std::function<void()> repeated(std::size_t times, Body body) {
+  return [times, body = std::move(body)] {
+    for (std::size_t i = 0; i < times; ++i) body(i);
+  };
+}
+
+// A size as rows name it: "4KiB", "16MiB", "4GiB" (the largest unit that divides it).
+std::string size_name(std::size_t bytes);
+
 // Writes the results as a table (stdout and <dir>/<machine>.md) and JSON (<dir>/<machine>.json): one
 // object per benchmark with name, bytes, ferry and raw figures, unit, ratio and trials.
 void write_report(const std::vector<result>& results, const std::string& dir, const std::string& machine,
@@ -59,5 +89,10 @@ struct options {
   std::string machine;  // empty: derived from the device name ("h200" for an H200, "sim" on sim)
 };
 options parse_options(int argc, char** argv);
+
+// The machine a report is named after: --machine when given; else "sim" on the simulated driver (backend
+// "sim"), "h200" on an H200 and `other` on any other device.
+std::string machine_name(const options& parsed, const std::string& backend, const std::string& device_name,
+                         const std::string& other = "gpu");
 
 }  // namespace ferry::bench

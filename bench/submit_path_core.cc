@@ -1,0 +1,129 @@
+// submit_path_costs's rows of the engine's core without Asio: argument checks alone, then checks,
+// submission and bridge, alone and leaving one piece out; then the pieces of its bookkeeping one by one,
+// each a fresh instance beside the core's, and the raw calls they wrap, timed the same way.
+#include <atomic>
+#include <future>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "bench/submit_path_fixture.hpp"
+#include "engine/async/completion_bridge.hpp"
+#include "engine/async/event_pool.hpp"
+#include "engine/async/stream_sequencer.hpp"
+
+namespace ferry::bench {
+namespace {
+
+struct no_handler final : detail::completion {
+  void complete(boost::system::error_code, std::size_t) override {}
+};
+
+// Starts `transfer` on `core` with a completion that raises `finished` (lowered first).
+void start_raising(detail::engine_core& core, std::atomic<bool>& finished, detail::prepared_transfer transfer,
+                   std::optional<CUstream> on) {
+  finished = false;
+  core.start(std::make_shared<detail::operation>(std::make_unique<raise_flag>(finished)), std::move(transfer), on);
+}
+
+std::vector<row> bookkeeping_rows(submit_fixture& f) {
+  std::atomic<bool> finished{false};
+  std::vector<row> rows;
+  {
+    detail::completion_bridge bridge{f.raw, f.primary.get(), engine_options{}};
+    rows.push_back({"completion_bridge::watch (event + hand-off), no-op continuation, alone (median of single calls)",
+                    isolated_us([&](int) {
+                      finished = false;
+                      bridge.watch(f.s.get(), [&](CUresult) { finished.store(true); });
+                    }, [&] { spin_until(finished); })});
+    rows.push_back({"completion_bridge::watch, in a loop",
+                    per_call([&](int) { bridge.watch(f.s.get(), [](CUresult) {}); }, [&] { bridge.drain(); })});
+  }
+  {
+    detail::event_pool pool{f.raw, CU_EVENT_DISABLE_TIMING};
+    rows.push_back({"event_pool acquire + release", per_call([&](int) {
+                      CUevent event = nullptr;
+                      pool.acquire(event);
+                      pool.release(event);
+                    }, [] {})});
+  }
+  {
+    detail::stream_sequencer sequencer{[](detail::stream_sequencer::submitter next) { next(); }};
+    rows.push_back({"stream_sequencer submit + done", per_call([&](int) {
+                      sequencer.submit(f.s.get(), [&] { sequencer.done(f.s.get()); });
+                    }, [] {})});
+  }
+  const auto settle = [&] { f.spin_on(f.events[0]); };
+  const std::vector<row> raw_rows = measure_all({
+      {"cuEventRecord, alone (median of single calls)",
+       [&] { return isolated_us([&](int) { f.raw.cuEventRecord(f.events[0], f.s.get()); }, settle); }},
+      {"cuMemcpyHtoDAsync + cuEventRecord, alone (median of single calls)", [&] {
+         return isolated_us([&](int i) {
+           f.copy(i);
+           f.raw.cuEventRecord(f.events[0], f.s.get());
+         }, settle);
+       }},
+      {"steady_clock::now", [&] { return per_call([&](int) { (void)std::chrono::steady_clock::now(); }, [] {}); }},
+  });
+  rows.insert(rows.end(), raw_rows.begin(), raw_rows.end());
+  return rows;
+}
+
+}  // namespace
+
+std::vector<row> engine_core_rows(submit_fixture& f) {
+  detail::engine_core core{engine_options{}};
+  auto prepare = [&](int i) {
+    return core.prepare_copy("engine::poke", small_bytes, 1, detail::pinned_side("source", f.source.data() + i * small_bytes),
+                             detail::device_side("destination", f.device_base + i * small_bytes));
+  };
+  // Leave-one-out: the same submission with a transfer whose enqueue does nothing (the engine's own
+  // bookkeeping plus the bridge's cuEventRecord), on the caller's stream and on a pool stream.
+  auto no_copy = [&](int i) {
+    detail::prepared_transfer transfer = prepare(i);
+    transfer.batchable = false;
+    transfer.enqueue = [](const detail::prepared_transfer&, CUstream) { return CUDA_SUCCESS; };
+    return transfer;
+  };
+  auto not_batched = [&](int i) {
+    detail::prepared_transfer transfer = prepare(i);
+    transfer.batchable = false;
+    return transfer;
+  };
+  auto drain = [&] {
+    f.synchronize();
+    std::promise<void> all_done;
+    core.wait_all(std::make_shared<detail::operation>(std::make_unique<set_on_complete>(all_done)));
+    all_done.get_future().wait();
+  };
+  std::atomic<bool> finished{false};
+  const auto settle = [&] { spin_until(finished); };
+  std::vector<row> rows = measure_all({
+      {"engine core: prepare_copy (argument checks)", [&] { return per_call([&](int i) { (void)prepare(i); }, [] {}); }},
+      {"engine core: prepare_copy + start", [&] {
+         return per_call([&](int i) {
+           core.start(std::make_shared<detail::operation>(std::make_unique<no_handler>()), prepare(i), f.s.get());
+         }, drain);
+       }},
+      {"engine core: prepare_copy + start, alone (median of single calls)",
+       [&] { return isolated_us([&](int i) { start_raising(core, finished, prepare(i), f.s.get()); }, settle); }},
+      {"engine core: start without the copy, alone (median of single calls)",
+       [&] { return isolated_us([&](int i) { start_raising(core, finished, no_copy(i), f.s.get()); }, settle); }},
+      {"engine core: start without the copy, pool stream, alone (median of single calls)",
+       [&] { return isolated_us([&](int i) { start_raising(core, finished, no_copy(i), std::nullopt); }, settle); }},
+      {"engine core: prepare_copy + start, pool stream, not batched, alone (median of single calls)",
+       [&] { return isolated_us([&](int i) { start_raising(core, finished, not_batched(i), std::nullopt); }, settle); }},
+      {"operation + completion allocation, alone (median of single calls)", [&] {
+         return isolated_us([&](int) {
+           auto op = std::make_shared<detail::operation>(std::make_unique<raise_flag>(finished));
+           asm volatile("" : : "r"(op.get()) : "memory");
+         }, [] {});
+       }},
+  });
+  // The bookkeeping's rows run beside this core, as the engine's pieces do.
+  const std::vector<row> pieces = bookkeeping_rows(f);
+  rows.insert(rows.end(), pieces.begin(), pieces.end());
+  return rows;
+}
+
+}  // namespace ferry::bench
