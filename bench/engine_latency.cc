@@ -105,7 +105,7 @@ std::vector<double> ferry_round_trips(setup& s, engine& gpu, asio::io_context& i
   asio::co_spawn(io, [&]() -> asio::awaitable<void> {
     for (int i = 0; i < latency_samples; ++i) {
       const auto start = clock_type::now();
-      co_await gpu.poke(host_ptr<const std::uint8_t>(s.source.get()), small_bytes, s.destination.get(), stream,
+      co_await gpu.poke(pinned_span(host_ptr<const std::uint8_t>(s.source.get()), small_bytes), s.destination.get(), stream,
                         asio::use_awaitable);
       samples.push_back(std::chrono::duration<double>(clock_type::now() - start).count());
     }
@@ -194,7 +194,7 @@ std::vector<bench::result> submit_cost(setup& s) {
   stream ferry_stream = stream::create();
   auto ferry_run = [&] {
     for (int i = 0; i < concurrent_ops; ++i) {
-      gpu.poke(host_ptr<const std::uint8_t>(s.source.get() + i * small_bytes), small_bytes,
+      gpu.poke(pinned_span(host_ptr<const std::uint8_t>(s.source.get() + i * small_bytes), small_bytes),
                s.destination.get() + i * small_bytes, ferry_stream, [](boost::system::error_code, std::size_t) {});
     }
   };
@@ -219,7 +219,7 @@ std::vector<bench::result> many_small(setup& s) {
     int done = 0;
     for (int i = 0; i < concurrent_ops; ++i) {
       asio::co_spawn(io, [&, i]() -> asio::awaitable<void> {
-        co_await gpu.poke(host_ptr<const std::uint8_t>(s.source.get() + i * small_bytes), small_bytes,
+        co_await gpu.poke(pinned_span(host_ptr<const std::uint8_t>(s.source.get() + i * small_bytes), small_bytes),
                           s.destination.get() + i * small_bytes, asio::use_awaitable);
         ++done;
       }, asio::detached);

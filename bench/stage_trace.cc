@@ -91,10 +91,10 @@ std::vector<std::vector<double>> traced_round_trips(engine& gpu, asio::io_contex
       for (auto& at : detail::stage_trace::reached) at.store(0);
       const auto start = clock_type::now().time_since_epoch().count();
       if (stream) {
-        co_await gpu.poke(host_ptr<const std::uint8_t>(source), small_bytes, device_ptr<std::uint8_t>(destination),
+        co_await gpu.poke(pinned_span(host_ptr<const std::uint8_t>(source), small_bytes), device_ptr<std::uint8_t>(destination),
                           *stream, asio::use_awaitable);
       } else {
-        co_await gpu.poke(host_ptr<const std::uint8_t>(source), small_bytes, device_ptr<std::uint8_t>(destination),
+        co_await gpu.poke(pinned_span(host_ptr<const std::uint8_t>(source), small_bytes), device_ptr<std::uint8_t>(destination),
                           asio::use_awaitable);
       }
       detail::stage_trace::mark(stage::resumed);
@@ -120,7 +120,7 @@ std::vector<std::vector<double>> traced_round_trips_from_another_thread(engine& 
     for (auto& at : detail::stage_trace::reached) at.store(0);
     const auto start = clock_type::now().time_since_epoch().count();
     std::atomic<bool> done{false};
-    gpu.poke(host_ptr<const std::uint8_t>(source), small_bytes, device_ptr<std::uint8_t>(destination),
+    gpu.poke(pinned_span(host_ptr<const std::uint8_t>(source), small_bytes), device_ptr<std::uint8_t>(destination),
              [&](boost::system::error_code error, std::size_t) {
                failure = error;
                done.store(true, std::memory_order_release);

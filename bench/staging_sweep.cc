@@ -103,7 +103,7 @@ struct setting {
 
 // One round of a setting: a staged poke and a staged peek through an engine of that setting.
 void run_setting(sweep_fixture& f, const setting& s, std::vector<double>& h2d, std::vector<double>& d2h) {
-  const transfer_options staged{.plan = transfer_plan::staged};
+  const transfer_options staged{transfer_plan::staged};
   asio::io_context io;
   bench::io_thread completions(io);
   engine_options options;

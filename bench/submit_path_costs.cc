@@ -97,7 +97,7 @@ std::vector<row> engine_round_trip_rows(submit_fixture& f) {
     bool handled = false;
     asio::post(io, [&] {
       const auto start = clock_type::now();
-      gpu.poke(f.source_piece(i), small_bytes, f.destination_piece(i), f.s,
+      gpu.poke(pinned_span(f.source_piece(i), small_bytes), f.destination_piece(i), f.s,
                [&, start](boost::system::error_code, std::size_t) {
                  whole.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - start).count());
                  handled = true;
@@ -163,14 +163,17 @@ std::vector<row> engine_submit_rows(submit_fixture& f) {
     engine_options engine_options;
     engine_options.policy = policy;
     engine gpu{io.get_executor(), engine_options};
-    rows.push_back({name, per_call([&](int i) {
-                      gpu.poke(f.source_piece(i), small_bytes, f.destination_piece(i), f.s, [](boost::system::error_code, std::size_t) {});
-                    }, [&] {
-                      f.synchronize();
-                      gpu.wait_all(asio::use_future).get();
-                      io.restart();
-                      io.poll();
-                    })});
+    rows.push_back({name, per_call(
+                              [&](int i) {
+                                gpu.poke(pinned_span(f.source_piece(i), small_bytes), f.destination_piece(i), f.s,
+                                         [](boost::system::error_code, std::size_t) {});
+                              },
+                              [&] {
+                                f.synchronize();
+                                gpu.wait_all(asio::use_future).get();
+                                io.restart();
+                                io.poll();
+                              })});
   }
   return rows;
 }
@@ -179,7 +182,7 @@ std::vector<row> batched_submit_rows(submit_fixture& f) {
   asio::io_context io(1);
   engine gpu{io.get_executor()};
   return {{"engine poke submit, pool stream (batched)", per_call([&](int i) {
-             gpu.poke(f.source_piece(i), small_bytes, f.destination_piece(i), [](boost::system::error_code, std::size_t) {});
+             gpu.poke(pinned_span(f.source_piece(i), small_bytes), f.destination_piece(i), [](boost::system::error_code, std::size_t) {});
            }, [&] {
              gpu.wait_all(asio::use_future).get();
              io.restart();

@@ -33,7 +33,7 @@ std::vector<sweep_case> sweep_cases(transfer_fixture& f) {
       {"h2d_pinned_",
        [&f](std::size_t size) {
          run_to_completion([&](auto done) {
-           f.gpu.poke(host_ptr<const std::uint8_t>(f.pinned_in.get()), size, f.device_out.get(), done);
+           f.gpu.poke(pinned_span(host_ptr<const std::uint8_t>(f.pinned_in.get()), size), f.device_out.get(), done);
          });
        },
        [&f](std::size_t size) {
@@ -43,7 +43,7 @@ std::vector<sweep_case> sweep_cases(transfer_fixture& f) {
       {"d2h_pinned_",
        [&f](std::size_t size) {
          run_to_completion([&](auto done) {
-           f.gpu.peek(device_ptr<const std::uint8_t>(f.device_in.get()), f.pinned_out.get(), size, done);
+           f.gpu.peek(f.device_in.get(), pinned_span(f.pinned_out.get(), size), done);
          });
        },
        [&f](std::size_t size) {

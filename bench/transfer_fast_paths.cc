@@ -52,9 +52,9 @@ std::vector<result> both_directions(transfer_fixture& f) {
                        [&f] {
                          run_to_completion([&](auto up_done) {
                            run_to_completion([&](auto down_done) {
-                             f.gpu.poke(host_ptr<const std::uint8_t>(f.pinned_in.get()), f.largest, f.device_out.get(), up_done);
-                             f.gpu.peek(device_ptr<const std::uint8_t>(f.device_in.get()), f.pinned_out.get(), f.largest,
-                                        down_done);
+                             f.gpu.poke(pinned_span(host_ptr<const std::uint8_t>(f.pinned_in.get()), f.largest),
+                                        f.device_out.get(), up_done);
+                             f.gpu.peek(f.device_in.get(), pinned_span(f.pinned_out.get(), f.largest), down_done);
                            });
                          });
                        },
@@ -174,13 +174,14 @@ std::vector<result> pitched_copies(transfer_fixture& f) {
   device_buffer<std::uint8_t> pitched = f.gpu.allocate<std::uint8_t>(pitch * rows);
   stream s = stream::create();
   auto ferry_both_ways = [&] {
-    f.gpu.copy_2d(row, rows, host_ptr<const std::uint8_t>(f.pinned_in.get()), row, 0, 0, pitched.get(), pitch, 0, 0, s,
+    f.gpu.copy_2d(pitched_view(host_ptr<const std::uint8_t>(f.pinned_in.get()), row, row, rows, 0, 0),
+                  pitched_view(pitched.get(), pitch, row, rows, 0, 0), s,
                   [](boost::system::error_code error, std::size_t) {
                     if (error) std::cerr << "copy2d_pitched: " << error.message() << "\n";
                   });
     run_to_completion([&](auto done) {
-      f.gpu.copy_2d(row, rows, device_ptr<const std::uint8_t>(pitched.get()), pitch, 0, 0, f.pinned_out.get(), row, 0, 0,
-                    s, done);
+      f.gpu.copy_2d(pitched_view(device_ptr<const std::uint8_t>(pitched.get()), pitch, row, rows, 0, 0),
+                    pitched_view(f.pinned_out.get(), row, row, rows, 0, 0), s, done);
     });
   };
   auto raw_2d = [&](bool up) {

@@ -55,7 +55,7 @@ struct transfer_fixture {
   device_buffer<std::uint8_t> device_in;   // holds `source`
   device_buffer<std::uint8_t> device_out;  // written by runs
   CUdeviceptr in, out;
-  const transfer_options staged{.plan = transfer_plan::staged};
+  const transfer_options staged{transfer_plan::staged};
 };
 
 // The groups of cases, run one after another on one fixture (run_groups): each builds what its cases

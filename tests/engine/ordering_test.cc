@@ -44,7 +44,10 @@ BOOST_AUTO_TEST_CASE(ops_on_one_stream_run_in_submission_order_even_behind_a_sta
   // Any reordering leaves b or a holding the wrong array.
   gpu.poke(std::span<const std::uint32_t>(first), a.get(), s, [&](auto error, std::size_t) { BOOST_TEST(!error); order.push_back(1); });
   gpu.copy(device_ptr<const std::uint32_t>(a.get()), b.get(), count, s, [&](auto error, std::size_t) { BOOST_TEST(!error); order.push_back(2); });
-  gpu.poke(pinned_span(host_ptr<const std::uint32_t>(pinned.get()), count), a.get(), s, [&](auto error, std::size_t) { BOOST_TEST(!error); order.push_back(3); });
+  gpu.poke(pinned_span(host_ptr<const std::uint32_t>(pinned.get()), count), a.get(), s, [&](auto error, std::size_t) {
+    BOOST_TEST(!error);
+    order.push_back(3);
+  });
   std::vector<std::uint32_t> from_b(count);
   gpu.peek(device_ptr<const std::uint32_t>(b.get()), std::span<std::uint32_t>(from_b), s,
            [&](auto error, std::size_t) { BOOST_TEST(!error); order.push_back(4); });

@@ -90,7 +90,8 @@ BOOST_AUTO_TEST_CASE(every_operation_completes_through_use_awaitable) {
     stream s = stream::create();
     auto before = random_vector<std::uint32_t>(pitch * 50, 102);
     poke_array(before.size(), before.data(), b.get());
-    co_await gpu.copy_2d(pitched_view(device_ptr<const std::uint32_t>(a.get()), pitch, width, height, 3, 2), pitched_view(b.get(), pitch, width, height, 5, 4), s, asio::use_awaitable);
+    co_await gpu.copy_2d(pitched_view(device_ptr<const std::uint32_t>(a.get()), pitch, width, height, 3, 2),
+                         pitched_view(b.get(), pitch, width, height, 5, 4), s, asio::use_awaitable);
     BOOST_TEST(same_bytes(peek_list_array(before.size(), b.get()), after_2d(values, before)));
 
     context second = context::create(device::get(0));
@@ -252,7 +253,10 @@ BOOST_AUTO_TEST_CASE(copy_2d_copies_between_two_page_locked_host_arrays) {
   }
   stream s = stream::create();
   ferry::testing::outcome result;
-  gpu.copy_2d(pitched_view(host_ptr<const std::uint16_t>(source.get().get()), source_pitch, region_width, region_height, 5, 1), pitched_view(destination.get(), destination_pitch, region_width, region_height, 2, 3), s, ferry::testing::record(result));
+  gpu.copy_2d(
+      pitched_view(host_ptr<const std::uint16_t>(source.get().get()), source_pitch, region_width, region_height, 5, 1),
+      pitched_view(destination.get(), destination_pitch, region_width, region_height, 2, 3), s,
+      ferry::testing::record(result));
   BOOST_REQUIRE(ferry::testing::run_until(io, [&] { return result.calls == 1; }));
   BOOST_TEST(!result.error);
   BOOST_TEST(result.bytes == region_width * region_height * 2);

@@ -366,19 +366,30 @@ void fuzz_copy_2d(fuzz_input& in) {
         return w.queue.synchronize();
       case 6:
         return run([&](auto h) {
-          w.gpu.copy_2d(pitched_view(dev<const T>(source), source_pitch, width, height, source_x, source_y), pitched_view(dev<T>(destination), destination_pitch, width, height, destination_x, destination_y), s, h);
+          w.gpu.copy_2d(
+              pitched_view(dev<const T>(source), source_pitch, width, height, source_x, source_y),
+              pitched_view(dev<T>(destination), destination_pitch, width, height, destination_x, destination_y), s, h);
         });
       case 7:
         return run([&](auto h) {
-          w.gpu.copy_2d(pitched_view(host_ptr<const T>(host<const T>(source)), source_pitch, width, height, source_x, source_y), pitched_view(dev<T>(destination), destination_pitch, width, height, destination_x, destination_y), s, h);
+          w.gpu.copy_2d(
+              pitched_view(host_ptr<const T>(host<const T>(source)), source_pitch, width, height, source_x, source_y),
+              pitched_view(dev<T>(destination), destination_pitch, width, height, destination_x, destination_y), s, h);
         });
       case 8:
         return run([&](auto h) {
-          w.gpu.copy_2d(pitched_view(dev<const T>(source), source_pitch, width, height, source_x, source_y), pitched_view(host_ptr<T>(host<T>(destination)), destination_pitch, width, height, destination_x, destination_y), s, h);
+          w.gpu.copy_2d(pitched_view(dev<const T>(source), source_pitch, width, height, source_x, source_y),
+                        pitched_view(host_ptr<T>(host<T>(destination)), destination_pitch, width, height, destination_x,
+                                     destination_y),
+                        s, h);
         });
       default:
         return run([&](auto h) {
-          w.gpu.copy_2d(pitched_view(host_ptr<const T>(host<const T>(source)), source_pitch, width, height, source_x, source_y), pitched_view(host_ptr<T>(host<T>(destination)), destination_pitch, width, height, destination_x, destination_y), s, h);
+          w.gpu.copy_2d(
+              pitched_view(host_ptr<const T>(host<const T>(source)), source_pitch, width, height, source_x, source_y),
+              pitched_view(host_ptr<T>(host<T>(destination)), destination_pitch, width, height, destination_x,
+                           destination_y),
+              s, h);
         });
     }
   };

@@ -467,20 +467,29 @@ class worker {
                       std::as_bytes(std::span(host_base + source.row(r), width)));
         note_write(op, destination_base + destination.row(r), width);
       }
-      gpu_.copy_2d(pitched_view(host_ptr<const std::uint8_t>(host_base), source.pitch, width, height, source.x, source.y), pitched_view(device_at(destination_base), destination.pitch, width, height, destination.x, destination.y), stream, transfer_handler(step, op));
+      gpu_.copy_2d(
+          pitched_view(host_ptr<const std::uint8_t>(host_base), source.pitch, width, height, source.x, source.y),
+          pitched_view(device_at(destination_base), destination.pitch, width, height, destination.x, destination.y),
+          stream, transfer_handler(step, op));
     } else if (op.kind == op_kind::copy_2d_to_host) {
       std::memset(host_base, 0xA5, destination.extent());
       for (std::size_t r = 0; r < height; ++r) {
         op.reads.emplace_back(reinterpret_cast<const std::byte*>(host_base + destination.row(r)),
                               model_->expect(source_base + source.row(r), width));
       }
-      gpu_.copy_2d(pitched_view(device_source(source_base), source.pitch, width, height, source.x, source.y), pitched_view(host_ptr<std::uint8_t>(host_base), destination.pitch, width, height, destination.x, destination.y), stream, transfer_handler(step, op));
+      gpu_.copy_2d(pitched_view(device_source(source_base), source.pitch, width, height, source.x, source.y),
+                   pitched_view(host_ptr<std::uint8_t>(host_base), destination.pitch, width, height, destination.x,
+                                destination.y),
+                   stream, transfer_handler(step, op));
     } else {
       for (std::size_t r = 0; r < height; ++r) {
         model_->copy(source_base + source.row(r), destination_base + destination.row(r), width);
         note_write(op, destination_base + destination.row(r), width);
       }
-      gpu_.copy_2d(pitched_view(device_source(source_base), source.pitch, width, height, source.x, source.y), pitched_view(device_at(destination_base), destination.pitch, width, height, destination.x, destination.y), stream, transfer_handler(step, op));
+      gpu_.copy_2d(
+          pitched_view(device_source(source_base), source.pitch, width, height, source.x, source.y),
+          pitched_view(device_at(destination_base), destination.pitch, width, height, destination.x, destination.y),
+          stream, transfer_handler(step, op));
     }
     return true;
   }
