@@ -1,6 +1,7 @@
 #include "engine/kernels/launch.hpp"
 
 #include "engine/driver/driver_table.hpp"
+#include "engine/kernels/fatbin_module.hpp"
 #include "engine/kernels/kernel_parameters.hpp"
 #include "engine/kernels/launch_geometry.hpp"
 #include "engine/kernels/loaded_kernels.hpp"
@@ -9,12 +10,10 @@
 namespace ferry::detail {
 namespace {
 
-CUresult launch(CUfunction function, const launch_geometry& shape, void* parameters, CUstream stream) noexcept try {
+// Every kernel of kernels/ takes one parameter, its struct, by value.
+CUresult launch(CUfunction function, const launch_geometry& shape, void* parameters, CUstream stream) noexcept {
   void* kernel_params[] = {parameters};
-  return driver().cuLaunchKernel(function, static_cast<unsigned>(shape.grid_x), static_cast<unsigned>(shape.grid_y), 1,
-                                 shape.block_x, shape.block_y, 1, 0, stream, kernel_params, nullptr);
-} catch (...) {
-  return CUDA_ERROR_NOT_INITIALIZED;  // unreachable once current_kernels succeeded: driver() was chosen
+  return launch_kernel(function, shape, kernel_params, stream);
 }
 
 }  // namespace

@@ -4,14 +4,9 @@
 
 #include <cstdint>
 
-namespace ferry::detail {
+#include "engine/kernels/geometry.hpp"
 
-struct launch_geometry {
-  std::uint64_t grid_x = 1;
-  std::uint64_t grid_y = 1;
-  unsigned block_x = 1;
-  unsigned block_y = 1;
-};
+namespace ferry::detail {
 
 // ferry_fill_8 / ferry_fill_16 over `bytes` (> 0) bytes, on a device keeping `resident_threads` threads.
 launch_geometry fill_geometry(std::uint64_t bytes, std::uint64_t resident_threads) noexcept;

@@ -1,4 +1,5 @@
-// The kernels of the current context: the embedded fatbin, loaded into each context on first use.
+// The kernels of the current context: the embedded fatbin (kernels/), loaded into each context on first
+// use by a fatbin_module (fatbin_module.hpp).
 #pragma once
 
 #include <cuda.h>
