@@ -1,6 +1,5 @@
 #include "engine/kernels/launch.hpp"
 
-#include "engine/driver/driver_table.hpp"
 #include "engine/kernels/fatbin_module.hpp"
 #include "engine/kernels/kernel_parameters.hpp"
 #include "engine/kernels/launch_geometry.hpp"
@@ -54,20 +53,6 @@ CUresult launch_copy_blocks(CUdeviceptr sources, CUdeviceptr destinations, CUdev
   loaded_kernels k;
   if (CUresult status = current_kernels(k); status != CUDA_SUCCESS) return status;
   return launch(k.copy_blocks, copy_blocks_geometry(count), &p, stream);
-}
-
-CUresult launch_transform_checksum(CUdeviceptr data, std::size_t bytes, CUdeviceptr checksum, std::uint64_t mode,
-                                   CUstream stream) noexcept {
-  kernels::transform_checksum_parameters p{};
-  if (CUresult status = make_transform_checksum_parameters(data, bytes, checksum, mode, p); status != CUDA_SUCCESS) {
-    return status;
-  }
-  loaded_kernels k;
-  if (CUresult status = current_kernels(k); status != CUDA_SUCCESS) return status;
-  // The kernel adds to the word: it must start from zero, in stream order before the kernel.
-  if (CUresult status = driver().cuMemsetD32Async(checksum, 0, 2, stream); status != CUDA_SUCCESS) return status;
-  if (bytes == 0) return CUDA_SUCCESS;
-  return launch(k.transform_checksum, transform_checksum_geometry(bytes, k.resident_threads), &p, stream);
 }
 
 CUresult unload_kernels() noexcept { return unload_current_kernels(); }
