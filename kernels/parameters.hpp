@@ -44,20 +44,6 @@ struct copy_blocks_parameters {
   std::uint64_t count;
 };
 
-// ferry_transform_checksum: the `bytes` bytes at `data` (16-byte aligned), as words of transform.hpp.
-// mode transform_in_place: each word is replaced by transform_word of it, and the checksum is taken of
-// the result; mode checksum_only: the data is left alone and the checksum is taken of it. The checksum
-// (the sum of checksum_term over the words) is added to the 64-bit word at `checksum` (8-byte aligned),
-// which the launcher zeroes first on the same stream.
-struct transform_checksum_parameters {
-  std::uint64_t data;
-  std::uint64_t bytes;
-  std::uint64_t checksum;
-  std::uint64_t mode;
-};
-inline constexpr std::uint64_t transform_in_place = 0;
-inline constexpr std::uint64_t checksum_only = 1;
-
 // Threads per block, fixed at compile time so that the kernels can promise it in __launch_bounds__
 // (which lets ptxas budget registers for full occupancy) and the launcher cannot ask for more.
 // Fills: 256 threads, 8 blocks per SM at Hopper's 2048 resident threads, a common sweet spot for
@@ -66,7 +52,5 @@ inline constexpr std::uint64_t checksum_only = 1;
 // needs only 32 passes for the largest (64 KiB) blocks we expect.
 inline constexpr unsigned fill_block_threads = 256;
 inline constexpr unsigned copy_block_threads = 128;
-// The transform: a fill's shape (a grid-stride walk over 16-byte units), plus one atomic add per warp.
-inline constexpr unsigned transform_block_threads = 256;
 
 }  // namespace ferry::detail::kernels

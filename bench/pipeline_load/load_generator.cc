@@ -22,13 +22,12 @@
 #include <stdexcept>
 #include <thread>
 
+#include "examples/pipeline_server/kernels/transform.hpp"
 #include "examples/pipeline_server/protocol.hpp"
-#include "kernels/transform.hpp"
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
 using clock_type = std::chrono::steady_clock;
-namespace kernels = ferry::detail::kernels;
 
 namespace ferry::pipeline {
 namespace {

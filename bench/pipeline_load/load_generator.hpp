@@ -1,7 +1,8 @@
 // The pipeline server's load generator: N connections, each sending requests one after another (a
 // fixed count, or until a duration has passed) with payload sizes fixed or spread log-uniformly over a
 // range, and checking every reply: status, length, every byte of the result against the transform
-// computed here (kernels/transform.hpp), and the checksum. Reports throughput and latency percentiles.
+// computed here (examples/pipeline_server/kernels/transform.hpp), and the checksum. Reports throughput
+// and latency percentiles.
 #pragma once
 
 #include <boost/asio/ip/tcp.hpp>

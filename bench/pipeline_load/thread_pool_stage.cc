@@ -7,9 +7,9 @@
 #include <string>
 
 #include "engine/driver/driver_table.hpp"
-#include "engine/kernels/launch.hpp"
+#include "examples/pipeline_server/kernels/parameters.hpp"
+#include "examples/pipeline_server/kernels/transform_kernel.hpp"
 #include "ferry/error.hpp"
-#include "kernels/parameters.hpp"
 
 namespace asio = boost::asio;
 
@@ -91,9 +91,8 @@ stage_outcome thread_pool_stage::run_on_worker(operation op, staging_pair& pair,
   } catch (const cuda_error& error) {
     return {status::gpu_error, error.what(), 0};
   }
-  const std::uint64_t mode = op == operation::transform ? detail::kernels::transform_in_place
-                                                        : detail::kernels::checksum_only;
-  CUresult status = detail::launch_transform_checksum(device, bytes, device + checksum_at, mode, stream);
+  const std::uint64_t mode = op == operation::transform ? kernels::transform_in_place : kernels::checksum_only;
+  CUresult status = kernels::launch_transform_checksum(device, bytes, device + checksum_at, mode, stream_ref(stream));
   const CUresult synchronized = driver.cuStreamSynchronize(stream);
   give_back(stream);
   if (status != CUDA_SUCCESS) return driver_failure("launch_transform_checksum", status);

@@ -31,19 +31,4 @@ void copy_range(std::uint64_t source, std::uint64_t destination, const std::byte
   std::memcpy(to + parts.head + body, from + parts.head + body, parts.tail);
 }
 
-std::uint64_t transform_checksum_range(std::byte* data, std::uint64_t bytes, std::uint64_t mode) noexcept {
-  const bool transform = mode == kernels::transform_in_place;
-  std::uint64_t sum = 0;
-  for (std::uint64_t start = 0, j = 0; start < bytes; start += 8, ++j) {
-    const std::uint64_t length = bytes - start < 8 ? bytes - start : 8;
-    std::uint64_t word = 0;
-    std::memcpy(&word, data + start, length);
-    const std::uint64_t result =
-        (transform ? kernels::transform_word(word, j) : word) & kernels::partial_word_mask(length);
-    if (transform) std::memcpy(data + start, &result, length);
-    sum += kernels::checksum_term(result, j);
-  }
-  return sum;
-}
-
 }  // namespace ferry::detail::host_kernels

@@ -15,7 +15,6 @@
 
 #include "kernels/layout.hpp"
 #include "kernels/parameters.hpp"
-#include "kernels/transform.hpp"
 
 namespace ferry::detail::host_kernels {
 
@@ -68,22 +67,6 @@ void copy_blocks(const kernels::copy_blocks_parameters& p, ToHost&& to_host) {
     copy_range(source, destination, static_cast<const std::byte*>(to_host(source, bytes)),
                static_cast<std::byte*>(to_host(destination, bytes)), bytes);
   }
-}
-
-// Transforms (or only sums) `bytes` bytes at `data` as ferry_transform_checksum does, and returns the
-// checksum of the result (the sum the kernel adds to its checksum word).
-std::uint64_t transform_checksum_range(std::byte* data, std::uint64_t bytes, std::uint64_t mode) noexcept;
-
-// ferry_transform_checksum: adds the checksum to the word at p.checksum, as the kernel's atomics do.
-template <class ToHost>
-void transform_checksum(const kernels::transform_checksum_parameters& p, ToHost&& to_host) {
-  auto* checksum = static_cast<std::byte*>(to_host(p.checksum, sizeof(std::uint64_t)));
-  const std::uint64_t sum =
-      p.bytes == 0 ? 0 : transform_checksum_range(static_cast<std::byte*>(to_host(p.data, p.bytes)), p.bytes, p.mode);
-  std::uint64_t word = 0;
-  std::memcpy(&word, checksum, sizeof word);
-  word += sum;
-  std::memcpy(checksum, &word, sizeof word);
 }
 
 }  // namespace ferry::detail::host_kernels

@@ -85,14 +85,4 @@ CUresult make_copy_blocks_parameters(CUdeviceptr sources, CUdeviceptr destinatio
   return CUDA_SUCCESS;
 }
 
-CUresult make_transform_checksum_parameters(CUdeviceptr data, std::size_t bytes, CUdeviceptr checksum,
-                                            std::uint64_t mode, kernels::transform_checksum_parameters& out) noexcept {
-  if (mode != kernels::transform_in_place && mode != kernels::checksum_only) return CUDA_ERROR_INVALID_VALUE;
-  // The kernel adds to the checksum with a 64-bit atomic and loads the data 16 bytes at a time.
-  if (checksum == 0 || checksum % 8 != 0 || !addressable(checksum, 8)) return CUDA_ERROR_INVALID_VALUE;
-  if (data % 16 != 0 || !addressable(data, bytes)) return CUDA_ERROR_INVALID_VALUE;
-  out = kernels::transform_checksum_parameters{data, bytes, checksum, mode};
-  return CUDA_SUCCESS;
-}
-
 }  // namespace ferry::detail

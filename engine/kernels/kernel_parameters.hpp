@@ -29,10 +29,4 @@ CUresult make_fill_2d_parameters(CUdeviceptr base, std::size_t pitch_bytes, std:
 CUresult make_copy_blocks_parameters(CUdeviceptr sources, CUdeviceptr destinations, CUdeviceptr sizes,
                                      std::size_t count, kernels::copy_blocks_parameters& out) noexcept;
 
-// For launch_transform_checksum: CUDA_ERROR_INVALID_VALUE unless mode is kernels::transform_in_place or
-// kernels::checksum_only, checksum is non-null and 8-byte aligned, and [data, data + bytes) is a range of
-// addresses starting 16-byte aligned (data may be null only when bytes is 0).
-CUresult make_transform_checksum_parameters(CUdeviceptr data, std::size_t bytes, CUdeviceptr checksum,
-                                            std::uint64_t mode, kernels::transform_checksum_parameters& out) noexcept;
-
 }  // namespace ferry::detail

@@ -1,6 +1,6 @@
 #include "engine/kernels/launch.hpp"
 
-#include "engine/driver/driver_table.hpp"
+#include "engine/kernels/fatbin_module.hpp"
 #include "engine/kernels/kernel_parameters.hpp"
 #include "engine/kernels/launch_geometry.hpp"
 #include "engine/kernels/loaded_kernels.hpp"
@@ -9,12 +9,10 @@
 namespace ferry::detail {
 namespace {
 
-CUresult launch(CUfunction function, const launch_geometry& shape, void* parameters, CUstream stream) noexcept try {
+// Every kernel of kernels/ takes one parameter, its struct, by value.
+CUresult launch(CUfunction function, const launch_geometry& shape, void* parameters, CUstream stream) noexcept {
   void* kernel_params[] = {parameters};
-  return driver().cuLaunchKernel(function, static_cast<unsigned>(shape.grid_x), static_cast<unsigned>(shape.grid_y), 1,
-                                 shape.block_x, shape.block_y, 1, 0, stream, kernel_params, nullptr);
-} catch (...) {
-  return CUDA_ERROR_NOT_INITIALIZED;  // unreachable once current_kernels succeeded: driver() was chosen
+  return launch_kernel(function, shape, kernel_params, stream);
 }
 
 }  // namespace
@@ -55,20 +53,6 @@ CUresult launch_copy_blocks(CUdeviceptr sources, CUdeviceptr destinations, CUdev
   loaded_kernels k;
   if (CUresult status = current_kernels(k); status != CUDA_SUCCESS) return status;
   return launch(k.copy_blocks, copy_blocks_geometry(count), &p, stream);
-}
-
-CUresult launch_transform_checksum(CUdeviceptr data, std::size_t bytes, CUdeviceptr checksum, std::uint64_t mode,
-                                   CUstream stream) noexcept {
-  kernels::transform_checksum_parameters p{};
-  if (CUresult status = make_transform_checksum_parameters(data, bytes, checksum, mode, p); status != CUDA_SUCCESS) {
-    return status;
-  }
-  loaded_kernels k;
-  if (CUresult status = current_kernels(k); status != CUDA_SUCCESS) return status;
-  // The kernel adds to the word: it must start from zero, in stream order before the kernel.
-  if (CUresult status = driver().cuMemsetD32Async(checksum, 0, 2, stream); status != CUDA_SUCCESS) return status;
-  if (bytes == 0) return CUDA_SUCCESS;
-  return launch(k.transform_checksum, transform_checksum_geometry(bytes, k.resident_threads), &p, stream);
 }
 
 CUresult unload_kernels() noexcept { return unload_current_kernels(); }

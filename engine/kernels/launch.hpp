@@ -45,14 +45,6 @@ CUresult launch_fill_2d(CUdeviceptr base, std::size_t pitch_bytes, std::size_t w
 CUresult launch_copy_blocks(CUdeviceptr sources, CUdeviceptr destinations, CUdeviceptr sizes, std::size_t count,
                             CUstream stream) noexcept;
 
-// The pipeline server's GPU step (kernels/transform.hpp): on `stream`, zeroes the 64-bit word at `checksum`
-// (8-byte aligned device memory), then runs ferry_transform_checksum over the `bytes` bytes at `data`
-// (16-byte aligned when bytes > 0): with mode kernels::transform_in_place each word is transformed in place
-// and the checksum is taken of the result, with kernels::checksum_only the data is only summed. The
-// checksum is in place when the stream has run both; nothing is left for the caller to clean up.
-CUresult launch_transform_checksum(CUdeviceptr data, std::size_t bytes, CUdeviceptr checksum, std::uint64_t mode,
-                                   CUstream stream) noexcept;
-
 // Unloads the kernels from the current context if a launch loaded them there (CUDA_SUCCESS when it had
 // none); the next launch in the context loads them again. Returns cuModuleUnload's status, or
 // CUDA_ERROR_INVALID_CONTEXT when no context is current. Launches in the context must not race with it.

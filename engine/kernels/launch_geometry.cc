@@ -45,14 +45,6 @@ launch_geometry fill_2d_geometry(std::uint64_t row_bytes, std::uint64_t height, 
   return launch_geometry{grid_x, grid_y, across, rows_per_block};
 }
 
-// The same single wave as a fill over as many bytes: the transform walks 16-byte units as a fill does.
-launch_geometry transform_checksum_geometry(std::uint64_t bytes, std::uint64_t resident_threads) noexcept {
-  static_assert(kernels::transform_block_threads % 32 == 0, "the kernel's warp shuffles need whole warps");
-  const std::uint64_t wave = std::max<std::uint64_t>(1, resident_threads / kernels::transform_block_threads);
-  const std::uint64_t blocks = std::min(ceil_div(fill_units(bytes), kernels::transform_block_threads), wave);
-  return launch_geometry{blocks, 1, kernels::transform_block_threads, 1};
-}
-
 // One block of threads per copied block, as many blocks as there are copies (up to the grid limit, then
 // the blocks loop): the block scheduler hands blocks to SMs as they free up, which balances copies of
 // very different sizes better than a fixed share per block would.

@@ -4,23 +4,15 @@
 
 #include <cstdint>
 
-namespace ferry::detail {
+#include "engine/kernels/geometry.hpp"
 
-struct launch_geometry {
-  std::uint64_t grid_x = 1;
-  std::uint64_t grid_y = 1;
-  unsigned block_x = 1;
-  unsigned block_y = 1;
-};
+namespace ferry::detail {
 
 // ferry_fill_8 / ferry_fill_16 over `bytes` (> 0) bytes, on a device keeping `resident_threads` threads.
 launch_geometry fill_geometry(std::uint64_t bytes, std::uint64_t resident_threads) noexcept;
 
 // ferry_fill_2d over `height` (> 0) rows of `row_bytes` (> 0) bytes.
 launch_geometry fill_2d_geometry(std::uint64_t row_bytes, std::uint64_t height, std::uint64_t resident_threads) noexcept;
-
-// ferry_transform_checksum over `bytes` (> 0) bytes: whole warps only (the kernel's shuffles need them).
-launch_geometry transform_checksum_geometry(std::uint64_t bytes, std::uint64_t resident_threads) noexcept;
 
 // ferry_copy_blocks over `count` (> 0) blocks.
 launch_geometry copy_blocks_geometry(std::uint64_t count) noexcept;

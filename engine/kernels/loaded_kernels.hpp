@@ -1,4 +1,5 @@
-// The kernels of the current context: the embedded fatbin, loaded into each context on first use.
+// The kernels of the current context: the embedded fatbin (kernels/), loaded into each context on first
+// use by a fatbin_module (fatbin_module.hpp).
 #pragma once
 
 #include <cuda.h>
@@ -12,7 +13,6 @@ struct loaded_kernels {
   CUfunction fill_16 = nullptr;
   CUfunction fill_2d = nullptr;
   CUfunction copy_blocks = nullptr;
-  CUfunction transform_checksum = nullptr;
   // Threads the context's device keeps resident at once (SMs x threads per SM): one full wave, which
   // the launches size their grids to.
   std::uint64_t resident_threads = 0;

@@ -6,10 +6,10 @@
 
 #include <cstring>
 
-#include "engine/kernels/launch.hpp"
+#include "examples/pipeline_server/kernels/parameters.hpp"
+#include "examples/pipeline_server/kernels/transform_kernel.hpp"
 #include "ferry/buffers.hpp"
 #include "ferry/error.hpp"
-#include "kernels/parameters.hpp"
 
 namespace asio = boost::asio;
 
@@ -39,10 +39,9 @@ class ferry_lane final : public gpu_lane {
     }
     // The poke is complete, so the kernel, enqueued now, follows it on the stream, and the peek,
     // enqueued after the kernel, follows the kernel.
-    const std::uint64_t mode = op == operation::transform ? detail::kernels::transform_in_place
-                                                          : detail::kernels::checksum_only;
-    if (CUresult status = detail::launch_transform_checksum(device.get(), bytes, (device + checksum_at).get(), mode,
-                                                            stream_.get());
+    const std::uint64_t mode = op == operation::transform ? kernels::transform_in_place : kernels::checksum_only;
+    if (CUresult status =
+            kernels::launch_transform_checksum(device.get(), bytes, (device + checksum_at).get(), mode, stream_.ref());
         status != CUDA_SUCCESS) {
       co_return stage_outcome{status::gpu_error,
                               "launch of ferry_transform_checksum failed: " + make_error_code(status).message(), 0};

@@ -1,7 +1,7 @@
 // The GPU step through ferry's engine: each lane is a stream (lent to one request at a time by the
 // server's lane_pool, so connections share a few streams); a request is poked from its host
-// buffer, transformed by ferry_transform_checksum on the same stream, and peeked back together with its
-// checksum. The request's deadline is bound to each engine operation, so an expired request stops
+// buffer, transformed by ferry_transform_checksum (the example's own kernel: kernels/) on the same
+// stream, and peeked back together with its checksum. The request's deadline is bound to each engine operation, so an expired request stops
 // between staging chunks instead of finishing its copy.
 //
 // Host buffers of 1 MiB classes and up are page-locked once, when the pool creates them (ferry's

@@ -1,9 +1,49 @@
 #include "examples/pipeline_server/metrics.hpp"
 
 #include <algorithm>
+#include <ostream>
 #include <sstream>
 
 namespace ferry::pipeline {
+namespace {
+
+// The series of what render is given (buffer and lane occupancy, the planner's decisions).
+void write_staging(std::ostream& out, const std::string& label, const buffer_pool::occupancy& memory) {
+  out << "# HELP pipeline_staging_bytes Host and device buffer bytes (each counted once per pair), by state.\n"
+      << "# TYPE pipeline_staging_bytes gauge\n"
+      << "pipeline_staging_bytes{" << label << ",state=\"leased\"} " << memory.leased_bytes << "\n"
+      << "pipeline_staging_bytes{" << label << ",state=\"idle\"} " << memory.idle_bytes << "\n"
+      << "# HELP pipeline_staging_budget_bytes The bound on leased plus idle staging bytes.\n"
+      << "# TYPE pipeline_staging_budget_bytes gauge\n"
+      << "pipeline_staging_budget_bytes{" << label << "} " << memory.budget_bytes << "\n"
+      << "# HELP pipeline_staging_waiting Requests waiting for staging memory (back-pressure).\n"
+      << "# TYPE pipeline_staging_waiting gauge\n"
+      << "pipeline_staging_waiting{" << label << "} " << memory.waiting << "\n";
+}
+
+void write_lanes(std::ostream& out, const std::string& label, const lane_pool::occupancy& lanes) {
+  out << "# HELP pipeline_gpu_lanes GPU lanes (streams) opened, by state.\n"
+      << "# TYPE pipeline_gpu_lanes gauge\n"
+      << "pipeline_gpu_lanes{" << label << ",state=\"busy\"} " << lanes.busy << "\n"
+      << "pipeline_gpu_lanes{" << label << ",state=\"idle\"} " << lanes.opened - lanes.busy << "\n"
+      << "# HELP pipeline_gpu_lanes_limit The bound on GPU lanes opened.\n"
+      << "# TYPE pipeline_gpu_lanes_limit gauge\n"
+      << "pipeline_gpu_lanes_limit{" << label << "} " << lanes.size << "\n"
+      << "# HELP pipeline_gpu_lanes_waiting Requests waiting for a GPU lane.\n"
+      << "# TYPE pipeline_gpu_lanes_waiting gauge\n"
+      << "pipeline_gpu_lanes_waiting{" << label << "} " << lanes.waiting << "\n";
+}
+
+void write_plans(std::ostream& out, const std::string& label, const ferry::plan_counts& plans) {
+  out << "# HELP pipeline_transfer_plans_total ferry's planner decisions for the server's transfers.\n"
+      << "# TYPE pipeline_transfer_plans_total counter\n"
+      << "pipeline_transfer_plans_total{" << label << ",plan=\"pinned\"} " << plans.pinned << "\n"
+      << "pipeline_transfer_plans_total{" << label << ",plan=\"registered\"} " << plans.registered << "\n"
+      << "pipeline_transfer_plans_total{" << label << ",plan=\"staged\"} " << plans.staged << "\n"
+      << "pipeline_transfer_plans_total{" << label << ",plan=\"batched\"} " << plans.batched << "\n";
+}
+
+}  // namespace
 
 std::string_view to_string(error_kind kind) noexcept {
   switch (kind) {
@@ -90,36 +130,9 @@ std::string server_metrics::render(std::string_view stage, const buffer_pool::oc
       << "# TYPE pipeline_connections_refused_total counter\n"
       << "pipeline_connections_refused_total{" << label << "} " << connections_refused_.load() << "\n";
 
-  out << "# HELP pipeline_staging_bytes Host and device buffer bytes (each counted once per pair), by state.\n"
-      << "# TYPE pipeline_staging_bytes gauge\n"
-      << "pipeline_staging_bytes{" << label << ",state=\"leased\"} " << memory.leased_bytes << "\n"
-      << "pipeline_staging_bytes{" << label << ",state=\"idle\"} " << memory.idle_bytes << "\n"
-      << "# HELP pipeline_staging_budget_bytes The bound on leased plus idle staging bytes.\n"
-      << "# TYPE pipeline_staging_budget_bytes gauge\n"
-      << "pipeline_staging_budget_bytes{" << label << "} " << memory.budget_bytes << "\n"
-      << "# HELP pipeline_staging_waiting Requests waiting for staging memory (back-pressure).\n"
-      << "# TYPE pipeline_staging_waiting gauge\n"
-      << "pipeline_staging_waiting{" << label << "} " << memory.waiting << "\n";
-
-  out << "# HELP pipeline_gpu_lanes GPU lanes (streams) opened, by state.\n"
-      << "# TYPE pipeline_gpu_lanes gauge\n"
-      << "pipeline_gpu_lanes{" << label << ",state=\"busy\"} " << lanes.busy << "\n"
-      << "pipeline_gpu_lanes{" << label << ",state=\"idle\"} " << lanes.opened - lanes.busy << "\n"
-      << "# HELP pipeline_gpu_lanes_limit The bound on GPU lanes opened.\n"
-      << "# TYPE pipeline_gpu_lanes_limit gauge\n"
-      << "pipeline_gpu_lanes_limit{" << label << "} " << lanes.size << "\n"
-      << "# HELP pipeline_gpu_lanes_waiting Requests waiting for a GPU lane.\n"
-      << "# TYPE pipeline_gpu_lanes_waiting gauge\n"
-      << "pipeline_gpu_lanes_waiting{" << label << "} " << lanes.waiting << "\n";
-
-  if (plans) {
-    out << "# HELP pipeline_transfer_plans_total ferry's planner decisions for the server's transfers.\n"
-        << "# TYPE pipeline_transfer_plans_total counter\n"
-        << "pipeline_transfer_plans_total{" << label << ",plan=\"pinned\"} " << plans->pinned << "\n"
-        << "pipeline_transfer_plans_total{" << label << ",plan=\"registered\"} " << plans->registered << "\n"
-        << "pipeline_transfer_plans_total{" << label << ",plan=\"staged\"} " << plans->staged << "\n"
-        << "pipeline_transfer_plans_total{" << label << ",plan=\"batched\"} " << plans->batched << "\n";
-  }
+  write_staging(out, label, memory);
+  write_lanes(out, label, lanes);
+  if (plans) write_plans(out, label, *plans);
   return out.str();
 }
 

@@ -96,7 +96,8 @@ class server {
   const gpu_stage& stage() const noexcept { return *stage_; }
 
  private:
-  struct connection;
+  struct connection;   // connection.hpp
+  class request_loop;  // request_loop.hpp: serves one connection's requests
   boost::asio::awaitable<void> accept_loop();
   boost::asio::awaitable<void> serve(std::shared_ptr<connection> c);
   boost::asio::awaitable<void> refuse(boost::asio::ip::tcp::socket socket);

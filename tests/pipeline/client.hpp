@@ -1,5 +1,6 @@
 // A blocking client of the pipeline protocol for the tests, and the expected reply to a request computed
-// on the host from kernels/transform.hpp (the definition the server's kernel implements).
+// on the host from examples/pipeline_server/kernels/transform.hpp (the definition the server's kernel
+// implements).
 #pragma once
 
 #include <boost/asio/connect.hpp>
@@ -16,8 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "examples/pipeline_server/kernels/transform.hpp"
 #include "examples/pipeline_server/protocol.hpp"
-#include "kernels/transform.hpp"
 
 namespace ferry::testing {
 
@@ -26,9 +27,9 @@ struct expected_reply {
   std::uint64_t checksum = 0;
 };
 
-// What the server must answer to `op` over `payload`, word by word as kernels/transform.hpp defines it.
+// What the server must answer to `op` over `payload`, word by word as transform.hpp defines it.
 inline expected_reply expected_for(pipeline::operation op, const std::vector<std::uint8_t>& payload) {
-  namespace k = ferry::detail::kernels;
+  namespace k = ferry::pipeline::kernels;
   expected_reply out;
   if (op == pipeline::operation::transform) out.body.resize(payload.size());
   for (std::size_t start = 0, j = 0; start < payload.size(); start += 8, ++j) {

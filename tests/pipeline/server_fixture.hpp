@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "examples/pipeline_server/ferry_stage.hpp"
+#include "examples/pipeline_server/kernels/transform_kernel.hpp"
 #include "examples/pipeline_server/server.hpp"
 #include "tests/pipeline/client.hpp"
 #include "tests/support/device_fixture.hpp"
@@ -69,10 +70,13 @@ struct server_fixture : device_fixture {
     return streams_opened;
   }
   // The server goes first (it waits for the GPU, so the gates open before), then the gates' memory.
+  // The kernel's module stays loaded for the context's life, as ferry's do: unloaded here, so that
+  // device_fixture's leak check sees the context as the test found it.
   ~server_fixture() {
     open_gates();
     srv.reset();
     gates.clear();
+    pipeline::kernels::unload_transform_kernel();
   }
 
   std::mutex gates_mutex;

@@ -1,28 +1,29 @@
-// ferry_transform_checksum through launch_transform_checksum: every byte of the result and the checksum
-// against the expectation computed here word by word (tests/pipeline/client.hpp), and against the host
-// form the sim's twin runs (host_kernels.hpp). On cuda that checks the GPU kernel; on sim the twin.
-#include "engine/kernels/launch.hpp"
+// ferry_transform_checksum through launch_transform_checksum, from the example's own fatbin: every byte of
+// the result and the checksum against the expectation computed here word by word
+// (tests/pipeline/client.hpp), and against the host form the sim's twin runs (host_transform.hpp). On
+// cuda that checks the GPU kernel; on sim the twin the example registers.
+#include "examples/pipeline_server/kernels/transform_kernel.hpp"
 
 #include <boost/test/unit_test.hpp>
 
 #include <cstdint>
 #include <vector>
 
-#include "engine/kernels/host_kernels.hpp"
+#include "examples/pipeline_server/kernels/host_transform.hpp"
+#include "examples/pipeline_server/kernels/parameters.hpp"
 #include "ferry/marshal.hpp"
-#include "kernels/parameters.hpp"
 #include "tests/pipeline/client.hpp"
 #include "tests/support/device_fixture.hpp"
 #include "tests/support/random_bytes.hpp"
 
 using namespace ferry;
 using namespace ferry::testing;
-namespace kernels = ferry::detail::kernels;
+namespace kernels = ferry::pipeline::kernels;
 
 namespace {
 
 struct kernel_fixture : device_fixture {
-  ~kernel_fixture() { BOOST_CHECK_EQUAL(detail::unload_kernels(), CUDA_SUCCESS); }
+  ~kernel_fixture() { BOOST_CHECK_EQUAL(kernels::unload_transform_kernel(), CUDA_SUCCESS); }
 };
 
 // Runs the kernel over `bytes` random bytes (in a buffer with 48 bytes of random guard after the
@@ -36,8 +37,8 @@ void check_kernel(std::size_t bytes, pipeline::operation op, std::uint64_t seed)
   // orders it only with the legacy stream and blocking streams), and the kernel must see every byte.
   stream s = stream::create(stream_flags::blocking);
   const std::uint64_t mode = op == pipeline::operation::transform ? kernels::transform_in_place : kernels::checksum_only;
-  BOOST_REQUIRE_EQUAL(detail::launch_transform_checksum(device.get().get(), bytes, (device.get() + checksum_at).get(),
-                                                        mode, s.get()),
+  BOOST_REQUIRE_EQUAL(kernels::launch_transform_checksum(device.get().get(), bytes, (device.get() + checksum_at).get(),
+                                                         mode, s.ref()),
                       CUDA_SUCCESS);
   s.synchronize();
   const std::vector<std::uint8_t> after = peek_list_array(initial.size(), device.get());
@@ -46,7 +47,7 @@ void check_kernel(std::size_t bytes, pipeline::operation op, std::uint64_t seed)
   const expected_reply expected = expected_for(op, payload);
   std::vector<std::uint8_t> reference = payload;
   const std::uint64_t reference_checksum =
-      detail::host_kernels::transform_checksum_range(reinterpret_cast<std::byte*>(reference.data()), bytes, mode);
+      kernels::transform_checksum_range(reinterpret_cast<std::byte*>(reference.data()), bytes, mode);
 
   BOOST_TEST_CONTEXT(bytes << " bytes, " << pipeline::to_string(op)) {
     BOOST_CHECK_EQUAL(reference_checksum, expected.checksum);
@@ -83,14 +84,14 @@ BOOST_AUTO_TEST_CASE(arguments_the_kernel_cannot_take_are_refused_before_anythin
   device_buffer<std::uint8_t> device = device_buffer<std::uint8_t>::allocate(256);
   const CUdeviceptr base = device.get().get();
   stream s = stream::create();
-  BOOST_CHECK_EQUAL(detail::launch_transform_checksum(base + 1, 16, base + 128, kernels::transform_in_place, s.get()),
+  BOOST_CHECK_EQUAL(kernels::launch_transform_checksum(base + 1, 16, base + 128, kernels::transform_in_place, s.ref()),
                     CUDA_ERROR_INVALID_VALUE);  // data not 16-byte aligned
-  BOOST_CHECK_EQUAL(detail::launch_transform_checksum(base, 16, base + 132, kernels::transform_in_place, s.get()),
+  BOOST_CHECK_EQUAL(kernels::launch_transform_checksum(base, 16, base + 132, kernels::transform_in_place, s.ref()),
                     CUDA_ERROR_INVALID_VALUE);  // checksum not 8-byte aligned
-  BOOST_CHECK_EQUAL(detail::launch_transform_checksum(base, 16, 0, kernels::transform_in_place, s.get()),
+  BOOST_CHECK_EQUAL(kernels::launch_transform_checksum(base, 16, 0, kernels::transform_in_place, s.ref()),
                     CUDA_ERROR_INVALID_VALUE);  // no checksum word
-  BOOST_CHECK_EQUAL(detail::launch_transform_checksum(base, 16, base + 128, 7, s.get()), CUDA_ERROR_INVALID_VALUE);
-  BOOST_CHECK_EQUAL(detail::launch_transform_checksum(0, 16, base + 128, kernels::checksum_only, s.get()),
+  BOOST_CHECK_EQUAL(kernels::launch_transform_checksum(base, 16, base + 128, 7, s.ref()), CUDA_ERROR_INVALID_VALUE);
+  BOOST_CHECK_EQUAL(kernels::launch_transform_checksum(0, 16, base + 128, kernels::checksum_only, s.ref()),
                     CUDA_ERROR_INVALID_VALUE);  // null data
 }
 

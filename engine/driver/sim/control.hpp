@@ -74,14 +74,16 @@ struct usage {
 };
 usage current_usage();
 
-// Host twins of the kernels in kernels/. cuModuleGetFunction finds a twin by the kernel's name (in any
-// module: the sim does not look inside images), and cuLaunchKernel calls the twin at launch time with the
-// kernelParams array, as the driver reads the parameters at launch time: the twin copies every parameter
-// value it needs and returns the work the stream runs, in stream order. Device pointers must be turned
-// into host addresses inside that work (host_address), when the stream reaches it, as a GPU would.
+// Host twins of kernels: the library's (kernels/, registered by the sim itself) and a program's own,
+// which the program registers before it loads them (examples/pipeline_server/kernels:sim_twin does).
+// cuModuleGetFunction finds a twin by the kernel's name (in any module: the sim does not look inside
+// images), and cuLaunchKernel calls the twin at launch time with the kernelParams array, as the driver
+// reads the parameters at launch time: the twin copies every parameter value it needs and returns the
+// work the stream runs, in stream order. Device pointers must be turned into host addresses inside that
+// work (host_address), when the stream reaches it, as a GPU would.
 using kernel_twin = std::function<std::function<void()>(void** kernel_params)>;
 
-// Registers (or replaces) the twin of kernel `name`.
+// Registers (or replaces) the twin of kernel `name`. Thread-safe, and callable from static initializers.
 void register_kernel(std::string name, kernel_twin twin);
 
 // Thrown by host_address, and by twins for any access outside device memory: the launch then fails

@@ -47,11 +47,6 @@ void register_kernel_twins() {
     ferry::sim::register_kernel("ferry_copy_blocks",
                          twin_of<ferry::detail::kernels::copy_blocks_parameters>(
                              [](const ferry::detail::kernels::copy_blocks_parameters& p) { ferry::detail::host_kernels::copy_blocks(p, to_host); }));
-    ferry::sim::register_kernel("ferry_transform_checksum",
-                         twin_of<ferry::detail::kernels::transform_checksum_parameters>(
-                             [](const ferry::detail::kernels::transform_checksum_parameters& p) {
-                               ferry::detail::host_kernels::transform_checksum(p, to_host);
-                             }));
   });
 }
 

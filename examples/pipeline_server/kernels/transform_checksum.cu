@@ -1,19 +1,27 @@
-// ferry_transform_checksum: the pipeline server's GPU step (examples/pipeline_server). It transforms a
-// request's bytes in place and sums their checksum (kernels/transform.hpp defines both), or only sums.
+// ferry_transform_checksum: the pipeline server's GPU step. It transforms a request's bytes in place and
+// sums their checksum (transform.hpp defines both), or only sums.
 //
 // Shaped like the fills: a grid of one wave walks the data in 16-byte units (two words, one 16-byte load
 // and store per thread per step), so the pass runs at memory bandwidth. Each thread keeps its own partial
 // sum; a warp adds its 32 sums with shuffles and one lane adds the warp's total to the checksum word with
 // one atomic, so atomics cost one per warp, not one per word. The last 1 to 15 bytes (the data need not
 // be a whole number of units) are one thread's: loaded and stored byte by byte, zero-padded for the sum.
+#include <cstddef>
 #include <cstdint>
 
-#include "kernels/global_memory.cuh"
-#include "kernels/parameters.hpp"
-#include "kernels/transform.hpp"
+#include "examples/pipeline_server/kernels/parameters.hpp"
+#include "examples/pipeline_server/kernels/transform.hpp"
 
-namespace ferry::detail::kernels {
+namespace ferry::pipeline::kernels {
 namespace {
+
+// Device addresses arrive as integers (the parameter struct is shared with the host). Converting through
+// the global-to-generic intrinsic tells the compiler that they are global memory, so it emits ld.global
+// / st.global rather than generic accesses that must first find the window of the address.
+template <class T>
+__device__ __forceinline__ T* global(std::uint64_t address) {
+  return static_cast<T*>(__cvta_global_to_generic(static_cast<std::size_t>(address)));
+}
 
 // Word j of the data, either transformed in place (returning the result) or left alone.
 __device__ __forceinline__ std::uint64_t visit_word(std::uint64_t word, std::uint64_t j, bool transform) {
@@ -39,9 +47,9 @@ __device__ __forceinline__ std::uint64_t tail_share(std::uint8_t* tail, std::uin
 }
 
 }  // namespace
-}  // namespace ferry::detail::kernels
+}  // namespace ferry::pipeline::kernels
 
-using namespace ferry::detail::kernels;
+using namespace ferry::pipeline::kernels;
 
 extern "C" __global__ void __launch_bounds__(transform_block_threads)
     ferry_transform_checksum(transform_checksum_parameters p) {

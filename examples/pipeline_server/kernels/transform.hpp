@@ -1,5 +1,5 @@
-// The byte transform and checksum of ferry_transform_checksum (kernels/transform_checksum.cu), the
-// pipeline server's GPU step. One definition for the kernel (nvcc, through --expt-relaxed-constexpr), its
+// The byte transform and checksum of ferry_transform_checksum (transform_checksum.cu), the pipeline
+// server's GPU step. One definition for the kernel (nvcc, through --expt-relaxed-constexpr), its
 // host twin, and the clients that check every reply (the load generator, the tests), so that what the
 // server computes and what a client expects cannot drift apart.
 //
@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-namespace ferry::detail::kernels {
+namespace ferry::pipeline::kernels {
 
 // Result word j of the transform: every byte rotated left by 3 bits, then xored with a key that changes
 // with j. A bijection per word, so no input pattern is lost.
@@ -34,4 +34,4 @@ constexpr std::uint64_t partial_word_mask(std::uint64_t bytes) {
   return bytes >= 8 ? ~0ull : (1ull << (8 * bytes)) - 1;
 }
 
-}  // namespace ferry::detail::kernels
+}  // namespace ferry::pipeline::kernels

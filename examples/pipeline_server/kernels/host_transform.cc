@@ -1,0 +1,26 @@
+#include "examples/pipeline_server/kernels/host_transform.hpp"
+
+#include <bit>
+
+#include "examples/pipeline_server/kernels/transform.hpp"
+
+namespace ferry::pipeline::kernels {
+
+// Words are little-endian loads, as the GPU reads them.
+static_assert(std::endian::native == std::endian::little, "the transform's words assume a little-endian host");
+
+std::uint64_t transform_checksum_range(std::byte* data, std::uint64_t bytes, std::uint64_t mode) noexcept {
+  const bool transform = mode == transform_in_place;
+  std::uint64_t sum = 0;
+  for (std::uint64_t start = 0, j = 0; start < bytes; start += 8, ++j) {
+    const std::uint64_t length = bytes - start < 8 ? bytes - start : 8;
+    std::uint64_t word = 0;
+    std::memcpy(&word, data + start, length);
+    const std::uint64_t result = (transform ? transform_word(word, j) : word) & partial_word_mask(length);
+    if (transform) std::memcpy(data + start, &result, length);
+    sum += checksum_term(result, j);
+  }
+  return sum;
+}
+
+}  // namespace ferry::pipeline::kernels

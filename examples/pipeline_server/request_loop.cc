@@ -1,0 +1,296 @@
+#include "examples/pipeline_server/request_loop.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <exception>
+
+#include "examples/pipeline_server/deadline.hpp"
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+namespace ferry::pipeline {
+namespace {
+
+constexpr auto awaitable_tuple = asio::as_tuple(asio::use_awaitable);
+
+// What a status means for the connection: bad input and failures of the connection itself end it.
+bool closes_connection(status s) {
+  return s != status::ok && s != status::deadline_exceeded && s != status::gpu_error;
+}
+
+error_kind kind_of(status s) {
+  switch (s) {
+    case status::unknown_operation: return error_kind::unknown_operation;
+    case status::too_large: return error_kind::too_large;
+    case status::bad_magic: return error_kind::bad_magic;
+    case status::truncated: return error_kind::truncated;
+    case status::deadline_exceeded: return error_kind::deadline_exceeded;
+    case status::shutting_down: return error_kind::shutting_down;
+    default: return error_kind::gpu_error;
+  }
+}
+
+std::string hex_of(std::uint32_t magic) {
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "%08x", magic);
+  return std::string(hex);
+}
+
+}  // namespace
+
+// A request past its header's checks. Its deadline runs from here to its result; its lease (once it has
+// one) is given back when the request is gone, after its reply.
+struct server::request_loop::request {
+  request(asio::any_io_executor strand, std::chrono::milliseconds limit_after, operation op, std::size_t bytes,
+          clock_type::time_point started)
+      : op(op), bytes(bytes), started(started), limit(std::move(strand), limit_after) {}
+  const operation op;
+  const std::size_t bytes;
+  const clock_type::time_point started;
+  deadline limit;
+  buffer_lease lease;  // after limit: given back before the deadline goes
+};
+
+server::request_loop::request_loop(server& owner, connection& c)
+    : owner_(owner), connection_(c), socket_(c.socket), strand_(c.socket.get_executor()) {}
+
+// Asio allocates and frees a coroutine's frame with the matching pair of awaitable_frame_base (its
+// frame recycling: aligned_alloc and free underneath). On aarch64, GCC 12 at -O2 may inline a
+// coroutine's operator new but not its operator delete, and -Wmismatched-new-delete then takes the
+// class's own operator delete for a mismatch with aligned_alloc: a false positive that -Werror makes
+// fatal. Which coroutines it hits depends on the inliner, so the connection's coroutines are covered
+// together.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+asio::awaitable<void> server::serve(std::shared_ptr<connection> c) {
+  struct on_exit {
+    server& s;
+    connection& c;
+    ~on_exit() {
+      c.finished = true;
+      s.metrics_.connection_closed();
+      // The last connection of a shutdown: the grace period need not run out.
+      if (s.stopping_) asio::post(s.control_, [&s = s] { s.close_connections(true); });
+    }
+  } closed{*this, *c};
+  request_loop requests(*this, *c);
+  co_await requests.run();
+}
+
+asio::awaitable<void> server::request_loop::run() {
+  while (!owner_.stopping_ && co_await serve_one()) {
+  }
+  boost::system::error_code ignored;
+  socket_.shutdown(tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+}
+
+asio::awaitable<bool> server::request_loop::serve_one() {
+  const std::optional<request_header> header = co_await read_header();
+  if (!header) co_return false;
+  const auto started = clock_type::now();
+  const std::optional<operation> op = co_await check(*header, started);
+  if (!op) co_return false;
+  request r(strand_, owner_.options_.request_deadline, *op, header->length, started);
+  if (!co_await read_payload(r)) co_return false;
+  const stage_outcome outcome = co_await run_on_gpu(r);
+  r.limit.disarm();
+  co_return co_await reply(r, outcome);
+}
+
+// Within the header deadline, from connecting or from the previous reply. Nothing (the connection ends)
+// when the client closed it, broke it, or did not send a whole header in time; a header cut short by
+// the client's close gets a reply first.
+asio::awaitable<std::optional<request_header>> server::request_loop::read_header() {
+  std::array<std::byte, request_header_bytes> head_bytes;
+  connection_.idle = true;
+  deadline header_limit(strand_, owner_.options_.header_deadline);
+  auto [read_error, head_read] = co_await asio::async_read(
+      socket_, asio::buffer(head_bytes), asio::bind_cancellation_slot(header_limit.slot(), awaitable_tuple));
+  header_limit.disarm();
+  connection_.idle = false;
+  if (read_error) {
+    if (header_limit.expired()) {
+      owner_.metrics_.record_error(error_kind::header_timeout);  // closed without a reply: the client is not talking
+    } else if (read_error == asio::error::eof && head_read > 0) {
+      co_await error_reply(status::truncated, "request header truncated: the connection ended after " +
+                                                  std::to_string(head_read) + " of " +
+                                                  std::to_string(request_header_bytes) + " bytes");
+    } else if (read_error != asio::error::eof && !owner_.stopping_) {
+      owner_.metrics_.record_error(error_kind::disconnected);
+    }
+    co_return std::nullopt;
+  }
+  owner_.metrics_.add_bytes_in(head_read);
+  co_return decode_request(head_bytes);
+}
+
+// The header's checks, in the order the protocol answers them. The request's operation, or nothing (the
+// connection ends, after the error reply) when the request is not run.
+asio::awaitable<std::optional<operation>> server::request_loop::check(const request_header& header,
+                                                                 clock_type::time_point started) {
+  if (owner_.stopping_) {
+    co_await error_reply(status::shutting_down, "the server is shutting down: the request was not run");
+    co_return std::nullopt;
+  }
+  if (header.magic != request_magic) {
+    co_await error_reply(status::bad_magic,
+                         "not a request frame: magic 0x" + hex_of(header.magic) + ", expected 0x31515246 (\"FRQ1\")");
+    co_return std::nullopt;
+  }
+  const std::optional<operation> op = known_operation(header.operation);
+  if (!op) {
+    co_await error_reply(status::unknown_operation, "unknown operation " + std::to_string(header.operation) +
+                                                        " (known: 1 transform, 2 checksum)");
+    co_return std::nullopt;
+  }
+  if (header.length > owner_.options_.max_payload_bytes) {
+    co_await error_reply(status::too_large, "payload length " + std::to_string(header.length) +
+                                                " bytes is over the server's maximum of " +
+                                                std::to_string(owner_.options_.max_payload_bytes) + " bytes");
+    record(*op, started, status::too_large);
+    co_return std::nullopt;
+  }
+  co_return op;
+}
+
+// The prefix first: until it is here the request holds no budget, however long it announced. Then the
+// lease, the prefix copied into its host buffer, and the rest of the payload read after it. False when
+// the request ended on the way (answered if the client can still hear it).
+asio::awaitable<bool> server::request_loop::read_payload(request& r) {
+  const std::size_t prefix_bytes = std::min(r.bytes, owner_.options_.payload_prefix_bytes);
+  if (prefix_.size() < prefix_bytes) prefix_.resize(prefix_bytes);
+  auto [prefix_error, prefix_read] =
+      co_await asio::async_read(socket_, asio::buffer(prefix_.data(), prefix_bytes),
+                                asio::bind_cancellation_slot(r.limit.slot(), awaitable_tuple));
+  owner_.metrics_.add_bytes_in(prefix_read);
+  if (prefix_error) {
+    co_await payload_failed(r, prefix_error, prefix_read);
+    co_return false;
+  }
+  if (!co_await lease_buffers(r)) co_return false;
+  staging_pair& pair = r.lease.pair();
+  std::copy_n(prefix_.data(), prefix_bytes, pair.host.get());
+  auto [payload_error, payload_read] = co_await asio::async_read(
+      socket_, asio::buffer(pair.host.get() + prefix_bytes, r.bytes - prefix_bytes),
+      asio::bind_cancellation_slot(r.limit.slot(), awaitable_tuple));
+  owner_.metrics_.add_bytes_in(payload_read);
+  if (payload_error) {
+    co_await payload_failed(r, payload_error, prefix_bytes + payload_read);
+    co_return false;
+  }
+  co_return true;
+}
+
+// The request's buffers from the pool, waiting (under the request's deadline) while the budget is spent.
+// False, after the error reply, when there is no memory or the deadline passed first.
+asio::awaitable<bool> server::request_loop::lease_buffers(request& r) {
+  std::string allocation_failure;
+  try {
+    r.lease = co_await owner_.pool_->acquire(r.bytes, r.limit.slot(), [&r] { return r.limit.expired(); });
+  } catch (const std::exception& error) {  // out of host or device memory: nothing is held
+    allocation_failure = error.what();
+  }
+  if (!allocation_failure.empty()) {
+    co_await error_reply(status::gpu_error, "no memory for the request (payload unread): " + allocation_failure);
+    record(r.op, r.started, status::gpu_error);
+    co_return false;
+  }
+  if (!r.lease) {
+    co_await error_reply(status::deadline_exceeded,
+                         "the request's deadline passed while it waited for staging memory (payload unread)");
+    record(r.op, r.started, status::deadline_exceeded);
+    co_return false;
+  }
+  co_return true;
+}
+
+// Why the payload's reading stopped after `read` of its bytes, answered when the client can hear it.
+asio::awaitable<void> server::request_loop::payload_failed(request& r, boost::system::error_code error, std::size_t read) {
+  if (error == asio::error::eof) {
+    co_await error_reply(status::truncated, "payload truncated: the connection ended after " + std::to_string(read) +
+                                                " of " + std::to_string(r.bytes) + " bytes");
+    record(r.op, r.started, status::truncated);
+  } else if (r.limit.expired()) {
+    co_await error_reply(status::deadline_exceeded, "the request's deadline passed while its payload was read");
+    record(r.op, r.started, status::deadline_exceeded);
+  } else {
+    owner_.metrics_.record_error(error_kind::disconnected);
+  }
+}
+
+// A lane is borrowed for the GPU step only, and given back when this returns: the reply's write, however
+// slow, holds no lane.
+asio::awaitable<stage_outcome> server::request_loop::run_on_gpu(request& r) {
+  lane_loan lane;
+  std::string lane_failure;
+  try {
+    lane = co_await owner_.lanes_->borrow(r.limit.slot(), [&r] { return r.limit.expired(); });
+  } catch (const std::exception& error) {  // no stream could be made: nothing is held
+    lane_failure = error.what();
+  }
+  if (!lane_failure.empty()) {
+    co_return stage_outcome{status::gpu_error, "no GPU lane for the request: " + lane_failure, 0};
+  }
+  if (!lane) {
+    co_return stage_outcome{status::deadline_exceeded,
+                            "the request's deadline passed while it waited for a GPU lane", 0};
+  }
+  stage_outcome outcome;
+  try {
+    outcome = co_await lane->run(r.op, r.lease.pair(), r.bytes, r.limit);
+  } catch (const std::exception& error) {  // thrown before anything reached the GPU
+    outcome = {status::gpu_error, std::string("the GPU step could not start: ") + error.what(), 0};
+  }
+  co_return outcome;
+}
+
+// The result, or why there is none. True when the connection goes on.
+asio::awaitable<bool> server::request_loop::reply(request& r, const stage_outcome& outcome) {
+  bool written;
+  if (outcome.status == status::ok) {
+    const std::size_t body = reply_body_length(r.op, r.bytes);
+    written = co_await write_reply(reply_header{reply_magic, status::ok, body, outcome.checksum},
+                                   asio::buffer(r.lease.pair().host.get(), body));
+  } else {
+    written = co_await error_reply(outcome.status, outcome.message);
+  }
+  record(r.op, r.started, outcome.status);
+  co_return written && !closes_connection(outcome.status);
+}
+
+asio::awaitable<bool> server::request_loop::write_reply(const reply_header& header, asio::const_buffer body) {
+  const auto head = encode(header);
+  deadline limit(strand_, owner_.options_.write_deadline);
+  auto [error, written] =
+      co_await asio::async_write(socket_, std::array<asio::const_buffer, 2>{asio::buffer(head), body},
+                                 asio::bind_cancellation_slot(limit.slot(), awaitable_tuple));
+  owner_.metrics_.add_bytes_out(written);
+  if (error) owner_.metrics_.record_error(limit.expired() ? error_kind::write_timeout : error_kind::disconnected);
+  co_return !error;
+}
+
+asio::awaitable<bool> server::request_loop::error_reply(status s, const std::string& message) {
+  owner_.metrics_.record_error(kind_of(s));
+  co_return co_await write_reply(reply_header{reply_magic, s, message.size(), 0}, asio::buffer(message));
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+void server::request_loop::record(operation op, clock_type::time_point started, status s) {
+  owner_.metrics_.record_request(op, s, clock_type::now() - started);
+}
+
+}  // namespace ferry::pipeline
