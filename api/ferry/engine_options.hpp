@@ -29,6 +29,9 @@ enum class transfer_plan {
   registered,  // a pageable buffer registered once (the registration cache), then one DMA
   staged,      // pageable memory copied through the pinned staging pool, chunk by chunk
   batched,     // a small copy coalesced with concurrent ones into one cuMemcpyBatchAsync
+  // A small copy from pageable memory handed to the driver as it is: cuMemcpyHtoDAsync copies it into
+  // the driver's own staging memory and returns, without waiting for the stream.
+  driver_staged,
 };
 
 std::string_view to_string(transfer_plan plan) noexcept;
@@ -40,8 +43,8 @@ std::string_view to_string(transfer_plan plan) noexcept;
 struct transfer_options {
   // The stream the op runs on, in submission order with the stream's other work. None: a pool stream.
   std::optional<stream_ref> stream = std::nullopt;
-  // A forced plan. Pageable transfers may force pinned, registered or staged; transfers without a
-  // pageable side only pinned (what they do anyway); batching is the planner's alone. Anything else is an
+  // A forced plan. Pageable transfers may force pinned, registered or staged (and pokes driver_staged);
+  // transfers without a pageable side only pinned (what they do anyway); batching is the planner's alone. Anything else is an
   // invalid_argument naming the plan.
   transfer_plan plan = transfer_plan::automatic;
 
@@ -86,6 +89,13 @@ struct engine_options {
   // registrations stay up to registration_cache_bytes in all (least recently used dropped first).
   std::size_t registration_threshold_bytes = std::size_t{32} << 20;
   std::size_t registration_cache_bytes = std::size_t{8} << 30;
+  // Pokes from pageable memory of at most this many bytes are driver_staged: the initiating call copies
+  // the bytes into the driver's staging memory (a memcpy's time: about 100 us for 1 MiB) and the copy
+  // costs one driver call, where the staging pool's hand-offs cost more than the copy below this size
+  // (bench/transfer_bandwidth's size sweep). Zero: every pageable poke is registered or staged. Peeks
+  // are never driver_staged: the driver's pageable device-to-host copy returns only once the stream
+  // has reached and finished it, which would block the initiating thread.
+  std::size_t driver_staged_max_bytes = std::size_t{1} << 20;
   // Small copies (at most batch_max_bytes, page-locked or device memory, given no stream) that arrive
   // within batch_window of another are submitted together; none waits longer than the window.
   // A zero window turns batching off.
@@ -110,6 +120,7 @@ struct plan_counts {
   std::size_t staged = 0;
   std::size_t batched = 0;
   std::size_t batch_refusals = 0;  // batches the driver refused whole (their copies then went one by one)
+  std::size_t driver_staged = 0;
 };
 
 }  // namespace ferry

@@ -178,7 +178,8 @@ void engine_core::forget_host_memory(const void* address, std::size_t bytes) {
 
 plan_counts engine_core::counts() const noexcept {
   return {impl_->pinned_plans.load(), impl_->registered_plans.load(), impl_->staged_plans.load(),
-          impl_->batched_plans.load(), impl_->batcher ? impl_->batcher->batch_refusals() : 0};
+          impl_->batched_plans.load(), impl_->batcher ? impl_->batcher->batch_refusals() : 0,
+          impl_->driver_staged_plans.load()};
 }
 
 void engine_core::order(CUstream first, CUstream then) {

@@ -87,6 +87,10 @@ struct engine_core::impl {
   bool start_at_once(operation_factory& make_op, prepared_transfer& prepared, std::optional<CUstream> stream);
   // Whether the batcher is offered this page-locked transfer (small, on a pool stream).
   bool batchable(const prepared_transfer& transfer, bool sequenced) const;
+  // A poke from pageable memory small enough for the driver's own staging (driver_staged_max_bytes), or
+  // forced to it.
+  bool driver_stageable(const prepared_transfer& transfer) const;
+  bool known_page_locked(const prepared_transfer& transfer) const;
   // Counts a batchable copy in flight until the returned token (kept by its transfer) goes. Only while
   // another is in flight is a copy offered to the batcher: copies of a request/response loop arrive
   // within the batch window of each other, and each would wait for a batch that never fills.
@@ -115,7 +119,8 @@ struct engine_core::impl {
   std::unique_ptr<copy_batcher> batcher;
   int exit_ticket = -1;
   std::atomic<bool> stopped_for_exit{false};  // the process is exiting: no more driver calls
-  std::atomic<std::size_t> pinned_plans{0}, registered_plans{0}, staged_plans{0}, batched_plans{0};
+  std::atomic<std::size_t> pinned_plans{0}, registered_plans{0}, staged_plans{0}, batched_plans{0},
+      driver_staged_plans{0};
   // Counts the plan a transfer takes and reports it (engine_options::on_plan): once the plan is final, so
   // that the report and plan_counts() always agree.
   void record_plan(const prepared_transfer& transfer, transfer_plan plan);

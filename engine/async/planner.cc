@@ -16,6 +16,7 @@ void engine_core::impl::record_plan(const prepared_transfer& transfer, transfer_
     case transfer_plan::registered: registered_plans++; break;
     case transfer_plan::staged: staged_plans++; break;
     case transfer_plan::batched: batched_plans++; break;
+    case transfer_plan::driver_staged: driver_staged_plans++; break;
     default: pinned_plans++; break;
   }
   if (options.on_plan) options.on_plan(transfer.operation, plan, transfer.bytes);
@@ -28,6 +29,13 @@ const endpoint& host_side_of(const prepared_transfer& transfer) {
 }
 
 }  // namespace
+
+// Pinned or registered memory passed as a plain span: the driver knows the whole range as page-locked.
+bool engine_core::impl::known_page_locked(const prepared_transfer& transfer) const {
+  const endpoint& host = host_side_of(transfer);
+  const auto known = range_known_to_driver(host.address);
+  return known && host.address + transfer.bytes <= known->base + known->size;
+}
 }  // namespace ferry::detail
 
 namespace ferry {
@@ -39,6 +47,7 @@ std::string_view to_string(transfer_plan plan) noexcept {
     case transfer_plan::registered: return "registered";
     case transfer_plan::staged: return "staged";
     case transfer_plan::batched: return "batched";
+    case transfer_plan::driver_staged: return "driver_staged";
   }
   return "?";
 }
@@ -84,10 +93,8 @@ transfer_plan engine_core::impl::plan_for(const prepared_transfer& transfer) {
   if (transfer.registrable && registrations->worth_registering(host.address, transfer.bytes)) {
     return transfer_plan::registered;
   }
-  if (auto known = range_known_to_driver(host.address);
-      known && host.address + transfer.bytes <= known->base + known->size) {
-    return transfer_plan::pinned;  // the caller's own pinned or registered memory, passed as a span
-  }
+  if (known_page_locked(transfer)) return transfer_plan::pinned;  // the caller's own, passed as a span
+  if (driver_stageable(transfer)) return transfer_plan::driver_staged;
   // Remembers a large buffer; may drop (unregister) an older registration at the same address, which
   // needs the engine's context current, and the caller's thread need not have it.
   if (transfer.registrable) {
@@ -154,6 +161,7 @@ void force_plan(prepared_transfer& transfer, transfer_plan plan) {
       return;
     case transfer_plan::registered:
     case transfer_plan::staged:
+    case transfer_plan::driver_staged:
       if (!transfer.pageable) {
         throw_invalid_argument(transfer.operation, "transfer_options::plan is " + std::string(ferry::to_string(plan)) +
                                                        "; no side of this transfer is pageable host memory, so it "
@@ -164,6 +172,11 @@ void force_plan(prepared_transfer& transfer, transfer_plan plan) {
                                "transfer_options::plan is registered; the op owns the vector and hands it back, "
                                "where ferry cannot see it freed, so it cannot stay registered (force staged or "
                                "pinned)");
+      }
+      if (plan == transfer_plan::driver_staged && transfer.source.kind != memory_kind::pageable_host) {
+        throw_invalid_argument(transfer.operation,
+                               "transfer_options::plan is driver_staged, which only pokes take: the driver's "
+                               "pageable device-to-host copy would block this thread until the stream is done");
       }
       transfer.plan = plan;
       return;

@@ -82,6 +82,12 @@ void engine_core::impl::watch_submitted(std::shared_ptr<operation> op, std::uint
 }
 
 
+bool engine_core::impl::driver_stageable(const prepared_transfer& transfer) const {
+  if (!transfer.pageable || transfer.source.kind != memory_kind::pageable_host || transfer.bytes == 0) return false;
+  if (transfer.plan == transfer_plan::driver_staged) return true;
+  return transfer.plan == transfer_plan::automatic && transfer.bytes <= options.driver_staged_max_bytes;
+}
+
 bool engine_core::impl::batchable(const prepared_transfer& transfer, bool sequenced) const {
   return !sequenced && batcher && transfer.batchable && transfer.bytes > 0 && transfer.bytes <= options.batch_max_bytes &&
          sticky.load() == CUDA_SUCCESS;
@@ -92,15 +98,23 @@ std::shared_ptr<void> engine_core::impl::count_small_copy() {
   return std::shared_ptr<void>(nullptr, [this](void*) { small_copies_in_flight.fetch_sub(1); });
 }
 
-// Page-locked memory, not for the batcher, on a stream nothing else is submitting to: the work goes on
-// the stream first, with its completion armed right behind it, and the op's bookkeeping (its operation
+// Page-locked memory (or a driver_staged poke), not for the batcher, on a stream nothing else is
+// submitting to: the work goes on the stream first, with its completion armed right behind it, and the op's bookkeeping (its operation
 // and handler, the live set, the hand-off to the bridge) runs while the GPU moves the bytes, which
 // shortens a small transfer's round trip (docs/performance.md).
 bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_transfer& prepared,
                                       std::optional<CUstream> stream) {
-  if (prepared.pageable || prepared.bytes == 0 || sticky.load() != CUDA_SUCCESS) return false;
+  if (prepared.bytes == 0 || sticky.load() != CUDA_SUCCESS) return false;
+  // A pageable side: only a small poke, which one driver call moves (memory the driver knows as
+  // page-locked in one DMA, other memory through the driver's own staging).
+  transfer_plan plan = transfer_plan::pinned;
+  if (prepared.pageable) {
+    if (!driver_stageable(prepared)) return false;
+    plan = prepared.plan == transfer_plan::automatic && known_page_locked(prepared) ? transfer_plan::pinned
+                                                                                    : transfer_plan::driver_staged;
+  }
   std::shared_ptr<void> counted;
-  if (batchable(prepared, stream.has_value())) {
+  if (!prepared.pageable && batchable(prepared, stream.has_value())) {
     if (small_copies_in_flight.load() > 0) return false;  // the planner offers it to the batcher
     counted = count_small_copy();                         // alone: straight to a stream
   }
@@ -116,7 +130,7 @@ bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_trans
     op = make_op();
     stage_trace::mark(stage_trace::stage::operation_made);
     transfer = std::make_shared<prepared_transfer>(std::move(prepared));
-    transfer->plan = transfer_plan::pinned;
+    transfer->plan = plan;
     transfer->counted = std::move(counted);
     sequence = admit();
     stage_trace::mark(stage_trace::stage::admitted);
@@ -130,7 +144,7 @@ bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_trans
     if (stream) sequencer.done(target);
     throw;
   }
-  record_plan(*transfer, transfer_plan::pinned);
+  record_plan(*transfer, transfer->plan);
   watch_submitted(std::move(op), sequence, std::move(transfer), target, stream.has_value(), std::move(submitted));
   return true;
 }

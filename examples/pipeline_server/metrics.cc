@@ -40,7 +40,8 @@ void write_plans(std::ostream& out, const std::string& label, const ferry::plan_
       << "pipeline_transfer_plans_total{" << label << ",plan=\"pinned\"} " << plans.pinned << "\n"
       << "pipeline_transfer_plans_total{" << label << ",plan=\"registered\"} " << plans.registered << "\n"
       << "pipeline_transfer_plans_total{" << label << ",plan=\"staged\"} " << plans.staged << "\n"
-      << "pipeline_transfer_plans_total{" << label << ",plan=\"batched\"} " << plans.batched << "\n";
+      << "pipeline_transfer_plans_total{" << label << ",plan=\"batched\"} " << plans.batched << "\n"
+      << "pipeline_transfer_plans_total{" << label << ",plan=\"driver_staged\"} " << plans.driver_staged << "\n";
 }
 
 }  // namespace

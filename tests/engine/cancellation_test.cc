@@ -44,9 +44,10 @@ BOOST_AUTO_TEST_CASE(cancel_before_submission_submits_nothing_and_completes_at_o
   // The first staged poke takes the only staging chunk and sits behind the gate; the second (on a pool
   // stream) waits for a chunk, so it has nothing on any stream yet.
   outcome first, second;
-  gpu.poke(std::span<const std::uint32_t>(values), held_destination.get(), s, record(first));
+  gpu.poke(std::span<const std::uint32_t>(values), held_destination.get(), {s, transfer_plan::staged},
+           record(first));
   asio::cancellation_signal signal;
-  gpu.poke(std::span<const std::uint32_t>(values), cancelled_destination.get(),
+  gpu.poke(std::span<const std::uint32_t>(values), cancelled_destination.get(), transfer_plan::staged,
            asio::bind_cancellation_slot(signal.slot(), record(second)));
   signal.emit(asio::cancellation_type::terminal);
   BOOST_TEST(ferry::testing::run_until(io, [&] { return second.calls == 1; }, std::chrono::seconds(5)));
@@ -92,7 +93,7 @@ BOOST_AUTO_TEST_CASE(cancel_of_a_staged_transfer_stops_between_chunks_and_report
   ferry::testing::stream_gate gate(s);
   outcome result;
   asio::cancellation_signal signal;
-  gpu.poke(std::span<const std::uint32_t>(values), destination.get(), s,
+  gpu.poke(std::span<const std::uint32_t>(values), destination.get(), {s, transfer_plan::staged},
            asio::bind_cancellation_slot(signal.slot(), record(result)));
   ferry::testing::run_for_a_while(io, std::chrono::milliseconds(50));  // chunk 0 is on the stream, chunk 1 waits
   signal.emit(asio::cancellation_type::partial);

@@ -83,7 +83,8 @@ BOOST_AUTO_TEST_CASE(a_failed_enqueue_completes_that_op_with_its_status_and_the_
 }
 
 BOOST_AUTO_TEST_CASE(out_of_memory_for_staging_completes_the_op_with_out_of_memory) {
-  std::vector<std::uint32_t> values = random_vector<std::uint32_t>(1 << 16, 502);
+  // Past driver_staged_max_bytes: staged.
+  std::vector<std::uint32_t> values = random_vector<std::uint32_t>((2 << 20) / 4, 502);
   auto destination = gpu->allocate<std::uint32_t>(values.size());
   sim::out_of_memory_after(0);
   BOOST_TEST(error_of([&](auto done) { gpu->poke(std::span<const std::uint32_t>(values), destination.get(), done); }) ==

@@ -222,7 +222,8 @@ BOOST_AUTO_TEST_CASE(cancel_of_a_peer_copy_queued_behind_a_gated_transfer_gives_
   stream s = stream::create();
   ferry::testing::stream_gate gate(s);
   outcome poke_result, copy_result;
-  gpu.poke(std::span<const std::uint32_t>(poke_values), poke_destination.get(), s, record(poke_result));
+  gpu.poke(std::span<const std::uint32_t>(poke_values), poke_destination.get(), {s, transfer_plan::staged},
+           record(poke_result));
   asio::cancellation_signal signal;
   copy.start(gpu, stream_ref(s), asio::bind_cancellation_slot(signal.slot(), record(copy_result)));
   signal.emit(asio::cancellation_type::terminal);

@@ -19,6 +19,7 @@
 
 #include "engine/driver/sim/control.hpp"
 #include "ferry/marshal.hpp"
+#include "tests/support/expect_error.hpp"
 #include "tests/support/device_fixture.hpp"
 #include "tests/support/random_bytes.hpp"
 
@@ -123,17 +124,53 @@ BOOST_AUTO_TEST_CASE(vectors_the_engine_owns_and_hands_back_are_never_registered
   if (ferry::testing::on_sim()) BOOST_TEST(registered_now() == 0u);
 }
 
-BOOST_AUTO_TEST_CASE(small_pageable_transfers_are_staged_and_pinned_spans_go_straight) {
-  auto small = random_vector<std::uint32_t>(1000, 802);
+// Small pageable pokes go to the driver as they are (it stages them itself and returns); small peeks
+// are staged (the driver's pageable peek would block this thread until the stream is done); memory the
+// driver knows as page-locked goes straight.
+BOOST_AUTO_TEST_CASE(small_pageable_pokes_are_driver_staged_peeks_staged_and_pinned_spans_go_straight) {
+  const auto small = random_vector<std::uint32_t>(1000, 802);
   auto destination = gpu->allocate<std::uint32_t>(big);
-  gpu->poke(std::span<const std::uint32_t>(small), destination.get(), asio::use_future).get();
-  gpu->poke(std::span<const std::uint32_t>(small), destination.get(), asio::use_future).get();
+  BOOST_TEST(gpu->poke(small, destination.get(), asio::use_future).get() == small.size() * 4);
+  BOOST_TEST(same_bytes(peek_list_array(small.size(), destination.get()), small));
+  std::vector<std::uint32_t> back(small.size());
+  ferry::testing::poison_fill(std::span(back));
+  BOOST_TEST(gpu->peek(destination.get(), back, asio::use_future).get() == small.size() * 4);
+  BOOST_TEST(same_bytes(back, small));
   pinned_buffer<std::uint32_t> pinned = pinned_buffer<std::uint32_t>::allocate(big);
   auto values = random_vector<std::uint32_t>(big, 803);
   std::copy(values.begin(), values.end(), pinned.data());
   gpu->poke(std::span<const std::uint32_t>(pinned.span()), destination.get(), asio::use_future).get();
   BOOST_TEST(same_bytes(peek_list_array(big, destination.get()), values));
-  BOOST_TEST((plans() == std::vector{transfer_plan::staged, transfer_plan::staged, transfer_plan::pinned}));
+  BOOST_TEST((plans() == std::vector{transfer_plan::driver_staged, transfer_plan::staged, transfer_plan::pinned}));
+  BOOST_TEST(gpu->plan_counts().driver_staged == 1u);
+}
+
+// The size limit of driver_staged pokes: at the limit the driver stages, past it ferry does; a limit of
+// zero turns it off; a poke forced to driver_staged goes so at any size, a peek cannot be forced to it.
+BOOST_AUTO_TEST_CASE(driver_staged_pokes_follow_their_size_limit_and_can_be_forced) {
+  engine_options limited = options;
+  limited.driver_staged_max_bytes = 64 << 10;
+  std::vector<transfer_plan> seen;
+  limited.on_plan = [&](std::string_view, transfer_plan plan, std::size_t) { seen.push_back(plan); };
+  engine small_limit{io.get_executor(), limited};
+  const auto values = random_vector<std::uint8_t>((64 << 10) + 1, 804);
+  auto destination = small_limit.allocate<std::uint8_t>(values.size());
+  const std::span<const std::uint8_t> all(values);
+  small_limit.poke(all.first(64 << 10), destination.get(), asio::use_future).get();
+  small_limit.poke(all, destination.get(), asio::use_future).get();
+  small_limit.poke(all, destination.get(), transfer_plan::driver_staged, asio::use_future).get();
+  BOOST_TEST(same_bytes(peek_list_array(values.size(), destination.get()), values));
+  BOOST_TEST((seen == std::vector{transfer_plan::driver_staged, transfer_plan::staged, transfer_plan::driver_staged}));
+  std::vector<std::uint8_t> back(values.size());
+  ferry::testing::expect_error<std::invalid_argument>(
+      [&] { small_limit.peek(destination.get(), back, transfer_plan::driver_staged, [](auto...) {}); },
+      {"engine::peek: transfer_options::plan is driver_staged, which only pokes take"});
+
+  limited.driver_staged_max_bytes = 0;
+  seen.clear();
+  engine off{io.get_executor(), limited};
+  off.poke(all.first(100), destination.get(), asio::use_future).get();
+  BOOST_TEST((seen == std::vector{transfer_plan::staged}));
 }
 
 BOOST_AUTO_TEST_CASE(a_buffer_that_grows_past_its_registration_is_not_sent_as_if_all_of_it_were_pinned) {

@@ -111,11 +111,14 @@ void fuzz_copy_1d(fuzz_input& in) {
       !w.map.find(destination, true)->host_accessible()) {
     model.outcome = verdict::unsafe;
   }
-  const transfer_plan plan = static_cast<transfer_plan>(in.choose(7));  // 5 and 6 are no plan at all
+  const transfer_plan plan = static_cast<transfer_plan>(in.choose(7));  // 6 is no plan at all
   if ((op == 11 || op == 12) && model.outcome != verdict::unsafe) {
     // A forced plan must be one a pageable transfer can take: batching is the planner's choice for
-    // page-locked copies, and values past the enumerators are no plan.
-    if (plan >= transfer_plan::batched) model.outcome = verdict::invalid;
+    // page-locked copies, driver_staged is for pokes only, and values past the enumerators are no plan.
+    if (plan == transfer_plan::batched || plan > transfer_plan::driver_staged ||
+        (plan == transfer_plan::driver_staged && op == 12)) {
+      model.outcome = verdict::invalid;
+    }
   }
   // The peer forms name a context for each side: null ones must be refused, device 1's is the driver's call.
   const unsigned source_context = in.choose(4), destination_context = in.choose(4);

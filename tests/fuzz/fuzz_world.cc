@@ -70,7 +70,7 @@ fuzz_world::fuzz_world()
   // One staged transfer allocates the engine's staging chunks: from then on, what the world holds
   // between inputs is fixed.
   bool done = false;
-  gpu.poke(std::span<const std::byte>(pageable_a), device_a.get(),
+  gpu.poke(std::span<const std::byte>(pageable_a), device_a.get(), transfer_plan::staged,
            [&](boost::system::error_code error, std::size_t) { done = !error; });
   io.run();
   if (!done) fail("setup", "the warm-up poke failed", "");

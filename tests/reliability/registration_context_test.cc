@@ -46,6 +46,7 @@ struct registering_engine : ferry::testing::device_fixture {
   static engine_options options() {
     engine_options settings;
     settings.registration_threshold_bytes = threshold;
+    settings.driver_staged_max_bytes = 0;  // these pokes are small: staged, then registered
     return settings;
   }
   asio::io_context io;
