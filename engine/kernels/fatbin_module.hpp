@@ -24,6 +24,15 @@
 
 namespace ferry::detail {
 
+// Which driver call a failure of fatbin_module came from, for callers that throw an error naming it
+// (ferry::kernel_module).
+struct fatbin_failure {
+  // e.g. "cuModuleLoadData"; "cuCtxGetCurrent" when no context is current; null when the failure was
+  // no driver call's (an allocation, spans of different lengths).
+  const char* call = nullptr;
+  const char* kernel = nullptr;  // the kernel's name when the call was about one (cuModuleGetFunction)
+};
+
 class fatbin_module {
  public:
   // `image`: a fatbin for cuModuleLoadData, 64-byte aligned; `kernels`: the names of its kernels. Both
@@ -40,13 +49,15 @@ class fatbin_module {
   // per SM: one full wave, which launches size their grids to) to `resident_threads`, loading the
   // module on the context's first call. Returns the failing driver status (CUDA_ERROR_INVALID_CONTEXT
   // when no context is current, CUDA_ERROR_INVALID_VALUE for spans of different lengths) and leaves
-  // nothing loaded on failure.
-  CUresult current(std::span<CUfunction> functions, std::uint64_t& resident_threads) noexcept;
+  // nothing loaded on failure; `failure` (when given) then says which call failed.
+  CUresult current(std::span<CUfunction> functions, std::uint64_t& resident_threads,
+                   fatbin_failure* failure = nullptr) noexcept;
 
   // Unloads the current context's module, if it has one (CUDA_SUCCESS when it had none); the next
   // current() in the context loads it again. Returns cuModuleUnload's status, or
   // CUDA_ERROR_INVALID_CONTEXT when no context is current. Launches in the context must not race with it.
-  CUresult unload_current() noexcept;
+  // On failure, `failure` (when given) says which call failed.
+  CUresult unload_current(fatbin_failure* failure = nullptr) noexcept;
 
  private:
   struct loaded {
@@ -54,7 +65,7 @@ class fatbin_module {
     std::vector<CUfunction> functions;
     std::uint64_t resident_threads = 0;
   };
-  CUresult load(loaded& out) const;
+  CUresult load(loaded& out, fatbin_failure& failure) const;
 
   std::span<const unsigned char> image_;
   std::span<const char* const> kernels_;

@@ -1,6 +1,6 @@
 // The pipeline server's GPU step on a stream: ferry_transform_checksum (transform.hpp defines what it
 // computes), launched from the example's own fatbin (fatbin.hpp). The first launch in a context loads
-// the fatbin into it (one module, through ferry's fatbin_module: engine/kernels/fatbin_module.hpp), where
+// the fatbin into it (one module, through ferry's public kernel_module: ferry/kernel_module.hpp), where
 // it stays for the context's life; unload_transform_kernel() unloads it earlier. On the sim backend the
 // kernel is the host twin that :sim_twin registers.
 //
