@@ -51,11 +51,12 @@ std::vector<sweep_case> sweep_cases(transfer_fixture& f) {
          f.synchronize(f.raw_stream.get());
        },
        f.pinned_out.data()},
-      // Staged, as a buffer seen once would be (h2d_pageable_reused measures registration).
+      // As the planner chooses for a buffer seen once (pageable_plan; h2d_pageable_reused measures registration).
       {"h2d_pageable_",
        [&f](std::size_t size) {
          run_to_completion([&](auto done) {
-           f.gpu.poke(std::span<const std::uint8_t>(f.pageable_in.data(), size), f.device_out.get(), f.staged, done);
+           f.gpu.poke(std::span<const std::uint8_t>(f.pageable_in.data(), size), f.device_out.get(), f.pageable_plan(size),
+                      done);
          });
        },
        [&f](std::size_t size) { check(f.raw.cuMemcpyHtoD(f.out, f.raw_pageable_in.data(), size), "cuMemcpyHtoD"); }},
@@ -63,7 +64,7 @@ std::vector<sweep_case> sweep_cases(transfer_fixture& f) {
        [&f](std::size_t size) {
          run_to_completion([&](auto done) {
            f.gpu.peek(device_ptr<const std::uint8_t>(f.device_in.get()),
-                      std::span<std::uint8_t>(f.pageable_out.data(), size), f.staged, done);
+                      std::span<std::uint8_t>(f.pageable_out.data(), size), f.pageable_plan(size), done);
          });
        },
        [&f](std::size_t size) { check(f.raw.cuMemcpyDtoH(f.raw_pageable_out.data(), f.in, size), "cuMemcpyDtoH"); },

@@ -56,6 +56,12 @@ struct transfer_fixture {
   device_buffer<std::uint8_t> device_out;  // written by runs
   CUdeviceptr in, out;
   const transfer_options staged{transfer_plan::staged};
+  // The sweep's pageable plan: the planner's choice where it would not register the buffer (it registers
+  // buffers of registration_threshold_bytes seen twice, and the sweep reuses one buffer), staged where
+  // it would, as for a buffer seen once (h2d_pageable_reused measures registration).
+  transfer_options pageable_plan(std::size_t size) const {
+    return size < engine_options{}.registration_threshold_bytes ? transfer_options{} : staged;
+  }
 };
 
 // The groups of cases, run one after another on one fixture (run_groups): each builds what its cases

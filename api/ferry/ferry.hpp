@@ -6,6 +6,7 @@
 #include "ferry/context.hpp"
 #include "ferry/error.hpp"
 #include "ferry/flags.hpp"
+#include "ferry/kernel_module.hpp"
 #include "ferry/managed.hpp"
 #include "ferry/marshal.hpp"
 #include "ferry/pointers.hpp"
