@@ -44,8 +44,8 @@ struct transfer_options {
   // The stream the op runs on, in submission order with the stream's other work. None: a pool stream.
   std::optional<stream_ref> stream = std::nullopt;
   // A forced plan. Pageable transfers may force pinned, registered or staged (and pokes driver_staged);
-  // transfers without a pageable side only pinned (what they do anyway); batching is the planner's alone. Anything else is an
-  // invalid_argument naming the plan.
+  // transfers without a pageable side only pinned (what they do anyway); batching is the planner's
+  // alone. Anything else is an invalid_argument naming the plan.
   transfer_plan plan = transfer_plan::automatic;
 
   transfer_options() = default;
