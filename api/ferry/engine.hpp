@@ -29,7 +29,7 @@
 //   already on a stream cannot be aborted, so the op completes with operation_aborted only after the
 //   GPU is done with every byte of the caller's memory. Total cancellation is not supported (a
 //   submitted transfer cannot be undone).
-// - Lifetime of arguments: host memory passed by span or host_ptr, and device memory, must stay valid
+// - Lifetime of arguments: host memory passed by span or pinned_span, and device memory, must stay valid
 //   until the handler runs. A std::vector passed by rvalue is owned by the op and handed back in the
 //   completion (signature void(error_code, std::vector<T>)). Other rvalue containers do not compile.
 // - Which thread runs the handler: a thread running the handler's associated executor (the engine's
