@@ -2,19 +2,18 @@
 // strand of its own and answers one over it `busy` before closing it.
 #include "examples/pipeline_server/server.hpp"
 
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
 #include <array>
 #include <string>
 
+#include "examples/pipeline_server/awaitable_tuple.hpp"
 #include "examples/pipeline_server/connection.hpp"
 #include "examples/pipeline_server/deadline.hpp"
 
@@ -22,11 +21,6 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 
 namespace ferry::pipeline {
-namespace {
-
-constexpr auto awaitable_tuple = asio::as_tuple(asio::use_awaitable);
-
-}  // namespace
 
 asio::awaitable<void> server::accept_loop() {
   for (;;) {

@@ -2,7 +2,6 @@
 // (server_metrics::render) and anything else with 404, one request per connection.
 #include "examples/pipeline_server/server.hpp"
 
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -11,22 +10,17 @@
 #include <boost/asio/strand.hpp>
 #include <boost/asio/streambuf.hpp>
 #include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
 #include <string>
 
+#include "examples/pipeline_server/awaitable_tuple.hpp"
 #include "examples/pipeline_server/deadline.hpp"
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
 
 namespace ferry::pipeline {
-namespace {
-
-constexpr auto awaitable_tuple = asio::as_tuple(asio::use_awaitable);
-
-}  // namespace
 
 std::string server::metrics_text() const {
   return metrics_.render(stage_->name(), pool_->current(), lanes_->current(), stage_->plan_counts());

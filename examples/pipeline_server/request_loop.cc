@@ -1,10 +1,8 @@
 #include "examples/pipeline_server/request_loop.hpp"
 
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
 #include <algorithm>
@@ -12,6 +10,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "examples/pipeline_server/awaitable_tuple.hpp"
 #include "examples/pipeline_server/deadline.hpp"
 
 namespace asio = boost::asio;
@@ -19,8 +18,6 @@ using asio::ip::tcp;
 
 namespace ferry::pipeline {
 namespace {
-
-constexpr auto awaitable_tuple = asio::as_tuple(asio::use_awaitable);
 
 // What a status means for the connection: bad input and failures of the connection itself end it.
 bool closes_connection(status s) {

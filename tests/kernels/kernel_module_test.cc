@@ -1,4 +1,4 @@
-// ferry::kernel_module, the public way to run a program's own kernels on ferry's contexts and streams,
+// ferry::kernel_module, the public way for a program to launch its own kernels on ferry's contexts and streams,
 // with the pipeline example's kernel and fatbin (examples/pipeline_server/kernels): on cuda the kernel
 // itself, on sim the twin that :sim_twin registers under its name.
 #include "ferry/kernel_module.hpp"  // first: the public header compiles on its own
