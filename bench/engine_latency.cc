@@ -1,6 +1,6 @@
 // The engine's completion path against the raw driver, same process: a co_awaited 4 KiB poke from
 // initiation to coroutine resumption (per completion policy), the poller's CPU use over an idle second,
-// and 1024 concurrent 4 KiB pokes.
+// and 1024 concurrent 4 KiB copies (pokes by each batch path, and peeks).
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <random>
 #include <stdexcept>
@@ -52,6 +53,7 @@ const char* policy_name(completion_policy policy) {
 struct setup {
   const detail::driver_table& raw = detail::driver();
   pinned_buffer<std::uint8_t> source = pinned_buffer<std::uint8_t>::allocate(small_bytes * concurrent_ops);
+  pinned_buffer<std::uint8_t> back = pinned_buffer<std::uint8_t>::allocate(small_bytes * concurrent_ops);
   device_buffer<std::uint8_t> destination = device_buffer<std::uint8_t>::allocate(small_bytes * concurrent_ops);
   std::vector<std::uint8_t> expected;
   setup() {
@@ -65,6 +67,15 @@ struct setup {
     check(raw.cuMemcpyDtoH(back.data(), destination.get().get(), bytes), "cuMemcpyDtoH");
     if (std::memcmp(back.data(), expected.data(), bytes) != 0) throw std::runtime_error("data differs after the run");
     check(raw.cuMemsetD8(destination.get().get(), 0xA5, bytes), "cuMemsetD8");
+  }
+  // Peeks: the device holds the expected bytes (fill_device), which must arrive in `back`.
+  void fill_device() {
+    check(raw.cuMemcpyHtoD(destination.get().get(), expected.data(), expected.size()), "cuMemcpyHtoD");
+    std::memset(back.data(), 0xA5, back.size());
+  }
+  void verify_back(std::size_t bytes) {
+    if (std::memcmp(back.data(), expected.data(), bytes) != 0) throw std::runtime_error("peeked data differs");
+    std::memset(back.data(), 0xA5, bytes);
   }
   stream raw_stream = stream::create();
 };
@@ -211,29 +222,83 @@ std::vector<bench::result> submit_cost(setup& s) {
   return results;
 }
 
-// 1024 concurrent 4 KiB pokes from coroutines, against a raw loop of cuMemcpyHtoDAsync then a sync.
-std::vector<bench::result> many_small(setup& s) {
-  asio::io_context io(1);
-  engine gpu{io.get_executor()};
-  auto ferry_run = [&] {
-    int done = 0;
-    for (int i = 0; i < concurrent_ops; ++i) {
-      asio::co_spawn(io, [&, i]() -> asio::awaitable<void> {
-        co_await gpu.poke(pinned_span(host_ptr<const std::uint8_t>(s.source.get() + i * small_bytes), small_bytes),
-                          s.destination.get() + i * small_bytes, asio::use_awaitable);
-        ++done;
-      }, asio::detached);
+void raw_small_peeks(setup& s) {
+  for (int i = 0; i < concurrent_ops; ++i) {
+    check(s.raw.cuMemcpyDtoHAsync(s.back.data() + i * small_bytes, s.destination.get().get() + i * small_bytes,
+                                  small_bytes, s.raw_stream.get()),
+          "cuMemcpyDtoHAsync");
+  }
+}
+
+// 1024 concurrent 4 KiB copies from coroutines, all in flight at once: pokes from page-locked memory, or
+// peeks into it.
+void many_copies(setup& s, asio::io_context& io, engine& gpu, bool peeks) {
+  int done = 0;
+  for (int i = 0; i < concurrent_ops; ++i) {
+    asio::co_spawn(io, [&, i]() -> asio::awaitable<void> {
+      const std::size_t offset = static_cast<std::size_t>(i) * small_bytes;
+      if (peeks) {
+        co_await gpu.peek(device_ptr<const std::uint8_t>(s.destination.get() + offset),
+                          pinned_span(host_ptr<std::uint8_t>(s.back.get() + offset), small_bytes), asio::use_awaitable);
+      } else {
+        co_await gpu.poke(pinned_span(host_ptr<const std::uint8_t>(s.source.get() + offset), small_bytes),
+                          s.destination.get() + offset, asio::use_awaitable);
+      }
+      ++done;
+    }, asio::detached);
+  }
+  io.restart();
+  io.run();
+  if (done != concurrent_ops) throw std::runtime_error("many_small: not every copy completed");
+}
+
+// One row of many_small: the engine's batches moved the way `path` says, against a raw loop of
+// cuMemcpyHtoDAsync (pokes) or cuMemcpyDtoHAsync (peeks) then a sync.
+bench::comparison_spec many_small_case(setup& s, asio::io_context& io, engine& gpu, std::string name, bool peeks) {
+  auto raw_run = [&s, peeks] {
+    if (peeks) {
+      raw_small_peeks(s);
+    } else {
+      raw_small_copies(s);
     }
-    io.restart();
-    io.run();
-    if (done != concurrent_ops) throw std::runtime_error("many_small: not every poke completed");
-  };
-  auto raw_run = [&] {
-    raw_small_copies(s);
     check(s.raw.cuStreamSynchronize(s.raw_stream.get()), "cuStreamSynchronize");
   };
-  return bench::compare_all({{"many_small_4KiB", small_bytes * concurrent_ops, 1, 2, 7, ferry_run, raw_run,
-                              [&] { s.verify(small_bytes * concurrent_ops); }}});
+  auto verify = [&s, peeks] {
+    if (peeks) {
+      s.verify_back(small_bytes * concurrent_ops);
+    } else {
+      s.verify(small_bytes * concurrent_ops);
+    }
+  };
+  return {std::move(name), small_bytes * concurrent_ops, 1, 2, 7,
+          [&s, &io, &gpu, peeks] { many_copies(s, io, gpu, peeks); }, raw_run, verify};
+}
+
+// 1024 concurrent 4 KiB copies: pokes with the planner's choice of batch path and with each path forced,
+// and peeks with the planner's choice.
+std::vector<bench::result> many_small(setup& s) {
+  asio::io_context io(1);
+  auto engine_for = [&io](batch_path path) {
+    engine_options options;
+    options.batching = path;
+    return std::make_unique<engine>(io.get_executor(), options);
+  };
+  const auto automatic = engine_for(batch_path::automatic);
+  const auto by_kernel = engine_for(batch_path::kernel);
+  const auto by_copy_engine = engine_for(batch_path::copy_engine);
+  std::vector<bench::result> rows = bench::compare_all({
+      many_small_case(s, io, *automatic, "many_small_4KiB", false),
+      many_small_case(s, io, *by_kernel, "many_small_4KiB_kernel", false),
+      many_small_case(s, io, *by_copy_engine, "many_small_4KiB_copy_engine", false),
+  });
+  s.fill_device();  // what the peeks read
+  for (bench::result& row : bench::compare_all({many_small_case(s, io, *automatic, "many_small_4KiB_d2h", true)})) {
+    rows.push_back(std::move(row));
+  }
+  const plan_counts counted = automatic->plan_counts();
+  std::cerr << "many_small: the automatic engine moved " << counted.kernel_batches << " batches by kernel, "
+            << counted.copy_engine_batches << " by copy engine; " << counted.pinned << " copies went alone\n";
+  return rows;
 }
 
 }  // namespace

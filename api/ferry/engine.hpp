@@ -313,6 +313,9 @@ class engine {
   template <class Signature, class Deliver, class Token>
   auto start(detail::prepared_transfer transfer, const transfer_options& options, Deliver deliver, Token&& token) {
     if (options.plan != transfer_plan::automatic) detail::force_plan(transfer, options.plan);
+    if (options.batching != batch_path::automatic) {
+      detail::choose_batch_path(transfer, options.batching, options.stream.has_value());
+    }
     std::optional<CUstream> stream;
     if (options.stream) stream = options.stream->get();
     return boost::asio::async_initiate<Token, Signature>(

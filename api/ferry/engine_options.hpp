@@ -36,10 +36,24 @@ enum class transfer_plan {
 
 std::string_view to_string(transfer_plan plan) noexcept;
 
-// Per-call choices: the stream, a forced plan, or both. Given as a stream, a plan, or a braced pair:
+// How a batch of small copies moves (engine_options::batching, transfer_options::batching).
+enum class batch_path {
+  automatic,    // the kernel for batches of at least engine_options::batch_kernel_min_copies, else the copy engine
+  copy_engine,  // one cuMemcpyBatchAsync: the copy engines move the blocks, no SM is taken
+  // One launch of a gather/scatter kernel that reads and writes the page-locked host memory directly
+  // (mapped, through unified addressing): far less per copy than a copy engine's descriptor, but the
+  // kernel's blocks take SMs from compute kernels while it runs (bench/engine_latency measures both).
+  kernel,
+};
+
+std::string_view to_string(batch_path path) noexcept;
+
+// Per-call choices: the stream, a forced plan, or both; or how the copy moves if it is batched. Given as
+// a stream, a plan, a braced pair, or a batch_path:
 //   gpu.poke(host, dev, stream, token);
 //   gpu.poke(host, dev, transfer_plan::staged, token);
 //   gpu.poke(host, dev, {stream, transfer_plan::staged}, token);
+//   gpu.poke(host, dev, batch_path::kernel, token);
 struct transfer_options {
   // The stream the op runs on, in submission order with the stream's other work. None: a pool stream.
   std::optional<stream_ref> stream = std::nullopt;
@@ -47,6 +61,10 @@ struct transfer_options {
   // transfers without a pageable side only pinned (what they do anyway); batching is the planner's
   // alone. Anything else is an invalid_argument naming the plan.
   transfer_plan plan = transfer_plan::automatic;
+  // How the copy moves when the planner batches it (a small page-locked copy given no stream, arriving
+  // while others do); automatic: engine_options::batching decides. A copy that cannot be batched (given
+  // a stream, with a pageable side, not a plain 1-D copy) refuses any other value (invalid_argument).
+  batch_path batching = batch_path::automatic;
 
   transfer_options() = default;
   // From a stream_ref or a ferry::stream (anything that converts to a stream_ref).
@@ -55,6 +73,7 @@ struct transfer_options {
   transfer_options(const Stream& on, transfer_plan forced = transfer_plan::automatic)  // NOLINT: implicit
       : stream(stream_ref(on)), plan(forced) {}
   transfer_options(transfer_plan forced) : plan(forced) {}  // NOLINT: implicit
+  transfer_options(batch_path path) : batching(path) {}      // NOLINT: implicit
 };
 
 struct engine_options {
@@ -102,6 +121,16 @@ struct engine_options {
   std::chrono::microseconds batch_window{20};
   std::size_t batch_max_bytes = std::size_t{64} << 10;
   std::size_t batch_most_copies = 256;
+  // How batches move. automatic takes the kernel for batches of at least batch_kernel_min_copies copies,
+  // where one launch costs less than the copy engine's per-copy descriptors, and the copy engine for
+  // smaller ones. The kernel needs a device that reaches page-locked host memory at its host address
+  // (unified addressing and CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM); elsewhere
+  // every batch takes the copy engine, and an engine asked for batch_path::kernel refuses to start
+  // (invalid_argument). A launch the driver refuses sends its batch through the copy engine and is
+  // reported to on_failure; after a refusal that is not the context's failure (the kernels cannot be
+  // loaded) the engine stops trying the kernel.
+  batch_path batching = batch_path::automatic;
+  std::size_t batch_kernel_min_copies = 8;
   // Called with each transfer's plan once it is final (the trace event): on the initiating thread, except
   // for a registered plan, which is final only once the memory is registered, on an engine thread. A
   // transfer whose registration the driver refuses (its range overlaps memory registered already, or the
@@ -121,6 +150,8 @@ struct plan_counts {
   std::size_t batched = 0;
   std::size_t batch_refusals = 0;  // batches the driver refused whole (their copies then went one by one)
   std::size_t driver_staged = 0;
+  std::size_t copy_engine_batches = 0;  // batches moved by one cuMemcpyBatchAsync (or copy by copy after a refusal)
+  std::size_t kernel_batches = 0;       // batches moved by one launch of the gather/scatter kernel
 };
 
 }  // namespace ferry

@@ -1,22 +1,27 @@
 #include "engine/async/copy_batcher.hpp"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
 #include "engine/async/caller_context.hpp"
+#include "engine/kernels/launch.hpp"
+#include "ferry/error.hpp"
 
 namespace ferry::detail {
 
 copy_batcher::copy_batcher(const driver_table& driver, CUcontext context, int ordinal, completion_bridge& bridge,
-                           std::function<CUstream()> next_stream, std::chrono::microseconds window,
-                           std::size_t most_copies, std::function<void(const std::string&)> report)
+                           std::function<CUstream()> next_stream, settings chosen,
+                           std::function<void(const std::string&)> report)
     : driver_(driver),
       context_(context),
       ordinal_(ordinal),
       bridge_(bridge),
       next_stream_(std::move(next_stream)),
-      window_(window),
-      most_copies_(most_copies),
+      settings_(chosen),
+      kernel_usable_(chosen.kernel_usable),
+      // Three words per copy: the sources, destinations and sizes ferry_copy_blocks reads.
+      slabs_(driver, 3 * chosen.most_copies),
       report_(std::move(report)),
       thread_([this] { run(); }) {}
 
@@ -38,6 +43,7 @@ void copy_batcher::stop_for_exit() {
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
+  slabs_.abandon();
 }
 
 bool copy_batcher::offer(copy& item) {
@@ -45,13 +51,13 @@ bool copy_batcher::offer(copy& item) {
   {
     std::lock_guard lock(mutex_);
     const auto now = std::chrono::steady_clock::now();
-    const bool burst = now - last_arrival_ < window_;
+    const bool burst = now - last_arrival_ < settings_.window;
     last_arrival_ = now;
     if (stopping_ || (!burst && open_.empty())) return false;  // (a stopped batcher takes nothing)
     const bool opened = open_.empty();
     if (opened) opened_ = now;
     open_.push_back(std::move(item));
-    if (open_.size() >= most_copies_) {
+    if (open_.size() >= settings_.most_copies) {
       full.swap(open_);
     } else if (opened) {
       // Only the first copy of a batch wakes the batcher thread (to time the window); later ones join a
@@ -73,7 +79,7 @@ void copy_batcher::run() {
       wake_.wait(lock, [&] { return stopping_ || !open_.empty(); });
       continue;
     }
-    const auto due = opened_ + window_;
+    const auto due = opened_ + settings_.window;
     if (!stopping_ && std::chrono::steady_clock::now() < due) {
       wake_.wait_until(lock, due);
       continue;
@@ -111,8 +117,7 @@ struct batch_arrays {
   std::vector<std::size_t> attribute_indices;
 };
 
-batch_arrays describe_batch(const std::vector<copy_batcher::copy>& live, int ordinal) {
-  const std::size_t count = live.size();
+batch_arrays describe_batch(const copy_batcher::copy* live, std::size_t count, int ordinal) {
   batch_arrays arrays{std::vector<CUdeviceptr>(count), std::vector<CUdeviceptr>(count), std::vector<std::size_t>(count),
                       std::vector<CUmemcpyAttributes>(count), std::vector<std::size_t>(count)};
   for (std::size_t i = 0; i < count; ++i) {
@@ -154,46 +159,118 @@ void copy_batcher::submit(std::vector<copy> batch) {
   // Full batches are submitted on the offering thread, which need not have the engine's context.
   caller_context in_engine(driver_, context_);
   const CUstream stream = next_stream_();
-  const CUresult status = enqueue(live, stream);
+  std::uint64_t* slab = nullptr;
+  const CUresult status = enqueue(live, stream, slab);
   batches_++;
   if (status != CUDA_SUCCESS) {
+    // Part of the batch may be on the stream already: the GPU finishes with its memory (and the slab)
+    // before anyone hears.
+    driver_.cuStreamSynchronize(stream);
+    slabs_.release(slab);
     for (copy& item : live) item.done(status);
     return;
   }
-  watch(std::move(live), stream);
+  watch(std::move(live), stream, slab);
 }
 
-CUresult copy_batcher::enqueue(const std::vector<copy>& live, CUstream stream) {
-  batch_arrays arrays = describe_batch(live, ordinal_);
+std::size_t copy_batcher::kernel_share(std::vector<copy>& live) const {
+  if (!kernel_usable_.load(std::memory_order_relaxed)) return 0;
+  const bool automatic_takes_kernel =
+      settings_.path == batch_path::kernel ||
+      (settings_.path == batch_path::automatic && live.size() >= settings_.kernel_min_copies);
+  const auto end = std::stable_partition(live.begin(), live.end(), [&](const copy& item) {
+    return item.path == batch_path::kernel || (item.path == batch_path::automatic && automatic_takes_kernel);
+  });
+  return static_cast<std::size_t>(end - live.begin());
+}
+
+CUresult copy_batcher::enqueue(std::vector<copy>& live, CUstream stream, std::uint64_t*& slab) {
+  std::size_t by_kernel = kernel_share(live);
+  if (by_kernel > 0) {
+    const CUresult launched = launch_kernel(live.data(), by_kernel, stream, slab);
+    if (launched == CUDA_SUCCESS) {
+      kernel_batches_++;
+    } else if (is_sticky(launched)) {
+      return launched;
+    } else {
+      // The copy engine takes them instead; the kernel is not tried again unless only the slab was
+      // missing (memory may come back), since a launch refused now would be refused every time.
+      if (slab != nullptr) kernel_usable_.store(false, std::memory_order_relaxed);
+      slabs_.release(slab);
+      slab = nullptr;
+      report_kernel_refusal(launched, by_kernel);
+      by_kernel = 0;
+    }
+  }
+  if (by_kernel == live.size()) return CUDA_SUCCESS;
+  copy_engine_batches_++;
+  return enqueue_copy_engine(live.data() + by_kernel, live.size() - by_kernel, stream);
+}
+
+CUresult copy_batcher::launch_kernel(const copy* first, std::size_t count, CUstream stream, std::uint64_t*& slab) {
+  slab = slabs_.acquire();
+  if (slab == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  for (std::size_t i = 0; i < count; ++i) {
+    slab[i] = first[i].source;
+    slab[count + i] = first[i].destination;
+    slab[2 * count + i] = first[i].bytes;
+  }
+  // Host addresses are device addresses here (unified addressing; kernel_usable says the device can
+  // use them for registered memory too), so the kernel reads the slab and the host blocks in place.
+  const auto words = reinterpret_cast<CUdeviceptr>(slab);
+  const std::size_t array_bytes = count * sizeof(std::uint64_t);
+  return launch_copy_blocks(words, words + array_bytes, words + 2 * array_bytes, count, stream);
+}
+
+CUresult copy_batcher::enqueue_copy_engine(const copy* first, std::size_t count, CUstream stream) {
+  batch_arrays arrays = describe_batch(first, count, ordinal_);
   CUresult status = driver_.cuMemcpyBatchAsync(arrays.destinations.data(), arrays.sources.data(), arrays.sizes.data(),
-                                               live.size(), arrays.attributes.data(),
-                                               arrays.attribute_indices.data(), arrays.attributes.size(), stream);
+                                               count, arrays.attributes.data(), arrays.attribute_indices.data(),
+                                               arrays.attributes.size(), stream);
   if (status == CUDA_SUCCESS) return status;
   // A driver without batched copies, or a batch it refuses as a whole (it enqueues nothing then):
   // one call per copy, so that each copy's own status reaches its op; still one event for the lot.
-  report_refusal(status, live.size());
+  report_refusal(status, count);
   status = CUDA_SUCCESS;
-  for (std::size_t i = 0; i < live.size() && status == CUDA_SUCCESS; ++i) status = enqueue_alone(live[i], stream);
+  for (std::size_t i = 0; i < count && status == CUDA_SUCCESS; ++i) status = enqueue_alone(first[i], stream);
   return status;
 }
+
+namespace {
+
+std::string status_name(const driver_table& driver, CUresult status) {
+  const char* name = nullptr;
+  driver.cuGetErrorName(status, &name);
+  return name ? name : std::to_string(static_cast<int>(status));
+}
+
+}  // namespace
 
 void copy_batcher::report_refusal(CUresult status, std::size_t copies) {
   batch_refusals_++;
   if (!report_) return;
-  const char* name = nullptr;
-  driver_.cuGetErrorName(status, &name);
   report_("cuMemcpyBatchAsync refused a batch of " + std::to_string(copies) + " copies with " +
-          (name ? name : std::to_string(static_cast<int>(status))) + "; submitted one by one");
+          status_name(driver_, status) + "; submitted one by one");
 }
 
-void copy_batcher::watch(std::vector<copy> live, CUstream stream) {
+void copy_batcher::report_kernel_refusal(CUresult status, std::size_t copies) {
+  if (!report_) return;
+  report_("the copy kernel (ferry_copy_blocks) could not take a batch of " + std::to_string(copies) + " copies (" +
+          status_name(driver_, status) + "); submitted through the copy engine");
+}
+
+void copy_batcher::watch(std::vector<copy> live, CUstream stream, std::uint64_t* slab) {
   for (copy& item : live) item.op->mark_submitted();
   auto shared = std::make_shared<std::vector<copy>>(std::move(live));
-  const CUresult status = bridge_.watch(stream, [shared](CUresult result) {
+  // The slab goes back before the copies are answered: once the last one is, the engine (and with it
+  // this batcher) may be destroyed.
+  const CUresult status = bridge_.watch(stream, [this, shared, slab](CUresult result) {
+    slabs_.release(slab);
     for (copy& item : *shared) item.done(result);
   });
   if (status != CUDA_SUCCESS) {
     const CUresult drained = driver_.cuStreamSynchronize(stream);
+    slabs_.release(slab);
     for (copy& item : *shared) item.done(drained == CUDA_SUCCESS ? status : drained);
   }
 }

@@ -1,11 +1,14 @@
-// Coalesces concurrent small copies into one cuMemcpyBatchAsync: submitting a 4 KiB copy costs ~2.5 us
-// alone and ~0.8 us inside a batch. A copy joins a batch only when another arrived within the burst
-// window before it, so a lone copy (a request/response loop) is submitted at once; a batch is
-// submitted when it is full or its window has passed, so no copy waits longer than the window.
+// Coalesces concurrent small copies into one submission: one cuMemcpyBatchAsync (a 4 KiB copy costs
+// ~2.5 us of driver time alone, ~0.8 us inside a batch), or one launch of the gather/scatter kernel
+// (ferry_copy_blocks), which reads and writes page-locked host memory directly and moves a batch's blocks
+// at link speed. A copy joins a batch only when another arrived within the burst window before it, so a
+// lone copy (a request/response loop) is submitted at once; a batch is submitted when it is full or its
+// window has passed, so no copy waits longer than the window.
 #pragma once
 
 #include <cuda.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -17,9 +20,11 @@
 #include <vector>
 
 #include "engine/async/completion_bridge.hpp"
+#include "engine/async/descriptor_slabs.hpp"
 #include "engine/driver/driver_table.hpp"
 #include "engine/transfer/plans.hpp"
 #include "ferry/detail/operation.hpp"
+#include "ferry/engine_options.hpp"
 
 namespace ferry::detail {
 
@@ -33,15 +38,23 @@ class copy_batcher {
     CUdeviceptr source;  // host addresses too: unified addressing
     std::size_t bytes;
     direction way;  // for drivers without cuMemcpyBatchAsync
+    batch_path path;  // the caller's choice (transfer_options::batching)
     std::shared_ptr<operation> op;
     // Called once with the status of the batch (on the bridge thread), or with not_submitted when the
     // op was cancelled before the batch was submitted.
     std::function<void(CUresult)> done;
   };
 
+  struct settings {
+    std::chrono::microseconds window;
+    std::size_t most_copies;
+    batch_path path;  // engine_options::batching
+    std::size_t kernel_min_copies;
+    bool kernel_usable;  // the device reaches page-locked host memory at its host address
+  };
+
   copy_batcher(const driver_table& driver, CUcontext context, int ordinal, completion_bridge& bridge,
-               std::function<CUstream()> next_stream, std::chrono::microseconds window, std::size_t most_copies,
-               std::function<void(const std::string&)> report);
+               std::function<CUstream()> next_stream, settings chosen, std::function<void(const std::string&)> report);
   copy_batcher(const copy_batcher&) = delete;
   copy_batcher& operator=(const copy_batcher&) = delete;
   // Submits what is collected, then stops the thread.
@@ -58,25 +71,36 @@ class copy_batcher {
   std::size_t batches_submitted() const noexcept { return batches_.load(); }
   // Batches the driver refused as a whole (then submitted copy by copy).
   std::size_t batch_refusals() const noexcept { return batch_refusals_.load(); }
+  // Batches (or the part of a batch) moved by the copy engine, and by the kernel.
+  std::size_t copy_engine_batches() const noexcept { return copy_engine_batches_.load(); }
+  std::size_t kernel_batches() const noexcept { return kernel_batches_.load(); }
 
  private:
   void run();
   // Submits the batch's live copies as one, and hands them to the bridge.
   void submit(std::vector<copy> batch);
-  // Puts the copies on `stream`: one cuMemcpyBatchAsync, or one call per copy where the driver refuses
-  // the batch. The first failure, if any.
-  CUresult enqueue(const std::vector<copy>& live, CUstream stream);
+  // Puts the copies on `stream`: those that take the kernel first (one launch, descriptors in `slab`),
+  // then the others through the copy engine. The first failure, if any.
+  CUresult enqueue(std::vector<copy>& live, CUstream stream, std::uint64_t*& slab);
+  // Orders the copies that take the kernel first; how many they are.
+  std::size_t kernel_share(std::vector<copy>& live) const;
+  CUresult launch_kernel(const copy* first, std::size_t count, CUstream stream, std::uint64_t*& slab);
+  // One cuMemcpyBatchAsync, or one call per copy where the driver refuses the batch.
+  CUresult enqueue_copy_engine(const copy* first, std::size_t count, CUstream stream);
   void report_refusal(CUresult status, std::size_t copies);
-  // Marks the copies submitted and has the bridge complete them when the stream reaches this point.
-  void watch(std::vector<copy> live, CUstream stream);
+  void report_kernel_refusal(CUresult status, std::size_t copies);
+  // Marks the copies submitted and has the bridge complete them when the stream reaches this point; the
+  // slab goes back with them.
+  void watch(std::vector<copy> live, CUstream stream, std::uint64_t* slab);
 
   const driver_table& driver_;
   CUcontext context_;
   int ordinal_;  // the device, for the copies' location hints
   completion_bridge& bridge_;
   std::function<CUstream()> next_stream_;
-  std::chrono::microseconds window_;
-  std::size_t most_copies_;
+  const settings settings_;
+  std::atomic<bool> kernel_usable_;  // cleared when the driver refuses a launch for good
+  descriptor_slabs slabs_;
   std::function<void(const std::string&)> report_;  // engine_options::on_failure, for refused batches
 
   std::mutex mutex_;
@@ -88,6 +112,8 @@ class copy_batcher {
   bool abandoned_ = false;
   std::atomic<std::size_t> batches_{0};
   std::atomic<std::size_t> batch_refusals_{0};
+  std::atomic<std::size_t> copy_engine_batches_{0};
+  std::atomic<std::size_t> kernel_batches_{0};
   std::thread thread_;
 };
 

@@ -18,6 +18,39 @@
 
 namespace ferry::detail {
 
+namespace {
+
+// Whether a kernel on `device` reaches page-locked host memory at its host address: memory from
+// cuMemHostAlloc through unified addressing, registered memory only where the device says so.
+bool kernel_reaches_host_memory(const driver_table& driver, CUdevice device) {
+  int unified = 0;
+  int registered = 0;
+  return driver.cuDeviceGetAttribute(&unified, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, device) == CUDA_SUCCESS &&
+         driver.cuDeviceGetAttribute(&registered, CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM,
+                                     device) == CUDA_SUCCESS &&
+         unified == 1 && registered == 1;
+}
+
+void check_batching(const engine_options& options, const driver_table& driver, CUdevice device) {
+  const batch_path path = options.batching;
+  if (path != batch_path::automatic && path != batch_path::copy_engine && path != batch_path::kernel) {
+    throw_invalid_argument("engine", "batching " + std::to_string(static_cast<int>(path)) + " is not a batch_path");
+  }
+  if (options.batch_window.count() > 0 && options.batch_most_copies == 0) {
+    throw_invalid_argument("engine", "batch_most_copies is 0 with a batch_window of " +
+                                         std::to_string(options.batch_window.count()) +
+                                         " us; a batch holds at least one copy (a zero window turns batching off)");
+  }
+  if (path == batch_path::kernel && !kernel_reaches_host_memory(driver, device)) {
+    throw_invalid_argument("engine", "batching is kernel, but device " + std::to_string(options.device) +
+                                         " cannot reach page-locked host memory at its host address (no unified "
+                                         "addressing, or CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM is 0): choose "
+                                         "automatic or copy_engine");
+  }
+}
+
+}  // namespace
+
 engine_core::impl::impl(const engine_options& opts)
     : driver(detail::driver()),
       options(opts),
@@ -37,6 +70,7 @@ engine_core::impl::impl(const engine_options& opts)
     throw_invalid_argument("engine", "staging_chunk_bytes and staging_chunks must be positive");
   }
   check(driver.cuDeviceGet(&device, ordinal), "cuDeviceGet");
+  check_batching(options, driver, device);
   check(driver.cuDevicePrimaryCtxRetain(&context, device), "cuDevicePrimaryCtxRetain", "device " + std::to_string(ordinal));
   caller_context in_engine(driver, context);
   for (std::size_t i = 0; i < options.pool_streams; ++i) {
@@ -65,9 +99,11 @@ engine_core::impl::impl(const engine_options& opts)
   exit_ticket = stop_at_exit([this] { stop_for_exit(); });
   watch_main_thread_exit();
   if (options.batch_window.count() > 0) {
+    const copy_batcher::settings batching{options.batch_window, options.batch_most_copies, options.batching,
+                                          options.batch_kernel_min_copies, kernel_reaches_host_memory(driver, device)};
     batcher = std::make_unique<copy_batcher>(
         driver, context, ordinal, *bridge, [this] { return pool[next_pool_stream.fetch_add(1) % pool.size()]; },
-        options.batch_window, options.batch_most_copies, options.on_failure);
+        batching, options.on_failure);
   }
 }
 
@@ -177,9 +213,15 @@ void engine_core::forget_host_memory(const void* address, std::size_t bytes) {
 }
 
 plan_counts engine_core::counts() const noexcept {
-  return {impl_->pinned_plans.load(), impl_->registered_plans.load(), impl_->staged_plans.load(),
-          impl_->batched_plans.load(), impl_->batcher ? impl_->batcher->batch_refusals() : 0,
-          impl_->driver_staged_plans.load()};
+  const copy_batcher* batcher = impl_->batcher.get();
+  return {impl_->pinned_plans.load(),
+          impl_->registered_plans.load(),
+          impl_->staged_plans.load(),
+          impl_->batched_plans.load(),
+          batcher ? batcher->batch_refusals() : 0,
+          impl_->driver_staged_plans.load(),
+          batcher ? batcher->copy_engine_batches() : 0,
+          batcher ? batcher->kernel_batches() : 0};
 }
 
 void engine_core::order(CUstream first, CUstream then) {

@@ -36,9 +36,38 @@ bool engine_core::impl::known_page_locked(const prepared_transfer& transfer) con
   const auto known = range_known_to_driver(host.address);
   return known && host.address + transfer.bytes <= known->base + known->size;
 }
+void choose_batch_path(prepared_transfer& transfer, batch_path path, bool on_stream) {
+  if (path != batch_path::copy_engine && path != batch_path::kernel) {
+    throw_invalid_argument(transfer.operation, "transfer_options::batching " + std::to_string(static_cast<int>(path)) +
+                                                   " is not a batch_path");
+  }
+  const std::string chosen = "transfer_options::batching is " + std::string(ferry::to_string(path)) + "; ";
+  if (on_stream) {
+    throw_invalid_argument(transfer.operation, chosen + "copies given a stream are never batched (they keep their "
+                                                        "place in the stream's order): give no stream, or no batch path");
+  }
+  if (transfer.pageable) {
+    throw_invalid_argument(transfer.operation, chosen + "a side of this transfer is pageable host memory, which is "
+                                                        "never batched (batches carry page-locked and device memory)");
+  }
+  if (!transfer.batchable) {
+    throw_invalid_argument(transfer.operation, chosen + "only plain 1-D copies are batched, not this operation");
+  }
+  transfer.batching = path;
+}
+
 }  // namespace ferry::detail
 
 namespace ferry {
+
+std::string_view to_string(batch_path path) noexcept {
+  switch (path) {
+    case batch_path::automatic: return "automatic";
+    case batch_path::copy_engine: return "copy_engine";
+    case batch_path::kernel: return "kernel";
+  }
+  return "?";
+}
 
 std::string_view to_string(transfer_plan plan) noexcept {
   switch (plan) {
@@ -110,7 +139,7 @@ bool engine_core::impl::offer_to_batcher(const std::shared_ptr<operation>& op, s
   transfer->counted = count_small_copy();
   copy_batcher::copy item{
       transfer->destination.address, transfer->source.address, transfer->bytes,
-      copy_direction(transfer->source, transfer->destination), op,
+      copy_direction(transfer->source, transfer->destination), transfer->batching, op,
       [this, op, sequence, transfer](CUresult result) {
         if (result == CUDA_SUCCESS) {
           op->add_bytes(transfer->bytes);

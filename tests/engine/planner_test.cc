@@ -269,6 +269,9 @@ BOOST_AUTO_TEST_CASE(small_copies_one_after_another_are_never_held_for_a_batch) 
 BOOST_AUTO_TEST_CASE(a_batch_the_driver_refuses_is_sent_copy_by_copy_in_every_direction,
                      *ferry::testing::only_on_sim()) {
   constexpr std::size_t copies = 64, words = 1024;  // 4 KiB each
+  gpu.reset();
+  options.batching = batch_path::copy_engine;  // (the kernel would take batches this large)
+  gpu = std::make_unique<engine>(io.get_executor(), options);
   // Every batch refused: there are never more batches than copies.
   for (std::size_t i = 0; i < 3 * copies; ++i) sim::fail_call("cuMemcpyBatchAsync", 1, CUDA_ERROR_NOT_SUPPORTED);
   pinned_buffer<std::uint32_t> source = pinned_buffer<std::uint32_t>::allocate(copies * words);

@@ -120,6 +120,13 @@ void fuzz_copy_1d(fuzz_input& in) {
       model.outcome = verdict::invalid;
     }
   }
+  // The page-locked and device forms may choose a batch path: refused given a stream, and past the
+  // enumerators (3 is no path at all).
+  const batch_path batching = static_cast<batch_path>(in.choose(4));
+  if ((op == 7 || op == 9 || op == 10) && model.outcome != verdict::unsafe && batching != batch_path::automatic &&
+      (on_stream || batching > batch_path::kernel)) {
+    model.outcome = verdict::invalid;
+  }
   // The peer forms name a context for each side: null ones must be refused, device 1's is the driver's call.
   const unsigned source_context = in.choose(4), destination_context = in.choose(4);
   auto context_of = [&](unsigned which) { return which == 0 ? nullptr : which == 1 ? w.second.get() : w.primary.get(); };
@@ -129,7 +136,8 @@ void fuzz_copy_1d(fuzz_input& in) {
       model.outcome = verdict::driver_decides;
   }
   const std::string arguments = text("op", op, "element", size, "count", count, "source", source, "destination",
-                                     destination, "stream", on_stream, "plan", static_cast<int>(plan), "contexts",
+                                     destination, "stream", on_stream, "plan", static_cast<int>(plan), "batching",
+                                     static_cast<int>(batching), "contexts",
                                      source_context, destination_context);
   const std::size_t bytes = static_cast<std::size_t>(model.bytes);
   w.scramble(count ^ source ^ (destination << 1));
@@ -146,6 +154,12 @@ void fuzz_copy_1d(fuzz_input& in) {
     });
     w.finish_engine_op(result, arguments);
   };
+  // A stream with the chosen batch path: refused unless the path is automatic.
+  auto on = [&](stream_ref stream) {
+    transfer_options options{stream};
+    options.batching = batching;
+    return options;
+  };
   auto call = [&] {
     switch (op) {
       case 0: return peek_array(count, dev<const U>(source), host<U>(destination));
@@ -161,8 +175,8 @@ void fuzz_copy_1d(fuzz_input& in) {
         });
       case 7:
         return run([&](auto h) {
-          if (on_stream) w.gpu.poke(pinned_span(host_ptr<const U>(host<const U>(source)), count), dev<U>(destination), s, h);
-          else w.gpu.poke(pinned_span(host_ptr<const U>(host<const U>(source)), count), dev<U>(destination), h);
+          if (on_stream) w.gpu.poke(pinned_span(host_ptr<const U>(host<const U>(source)), count), dev<U>(destination), on(s), h);
+          else w.gpu.poke(pinned_span(host_ptr<const U>(host<const U>(source)), count), dev<U>(destination), batching, h);
         });
       case 8:
         return run([&](auto h) {
@@ -171,13 +185,13 @@ void fuzz_copy_1d(fuzz_input& in) {
         });
       case 9:
         return run([&](auto h) {
-          if (on_stream) w.gpu.peek(dev<const U>(source), pinned_span(host_ptr<U>(host<U>(destination)), count), s, h);
-          else w.gpu.peek(dev<const U>(source), pinned_span(host_ptr<U>(host<U>(destination)), count), h);
+          if (on_stream) w.gpu.peek(dev<const U>(source), pinned_span(host_ptr<U>(host<U>(destination)), count), on(s), h);
+          else w.gpu.peek(dev<const U>(source), pinned_span(host_ptr<U>(host<U>(destination)), count), batching, h);
         });
       case 10:
         return run([&](auto h) {
-          if (on_stream) w.gpu.copy(dev<const U>(source), dev<U>(destination), count, s, h);
-          else w.gpu.copy(dev<const U>(source), dev<U>(destination), count, h);
+          if (on_stream) w.gpu.copy(dev<const U>(source), dev<U>(destination), count, on(s), h);
+          else w.gpu.copy(dev<const U>(source), dev<U>(destination), count, batching, h);
         });
       case 11:
         return run([&](auto h) {

@@ -34,6 +34,7 @@ struct prepared_transfer {
   // registration would outlive the memory (a registered range whose pages are gone).
   bool registrable = true;
   transfer_plan plan = transfer_plan::automatic;
+  batch_path batching = batch_path::automatic;  // how it moves if batched (transfer_options::batching)
   std::shared_ptr<void> hold;  // kept until the GPU is done (a registration lease)
   std::shared_ptr<void> counted;  // the engine's count of small copies in flight, released with the transfer
   // Single-submission ops: puts the work on a stream. It is given the transfer itself, so that a plain
@@ -50,6 +51,11 @@ struct prepared_transfer {
 // it would never be submitted), for registered or staged on a transfer with no pageable side, for
 // registered on a vector the op owns, and for values that are no plan.
 void force_plan(prepared_transfer& transfer, transfer_plan plan);
+
+// Sets the batch path a caller chooses (transfer_options::batching). Throws std::invalid_argument when
+// the transfer can never be batched: given a stream (`on_stream`), with a pageable side, or not a plain
+// 1-D copy; and for values that are no batch_path.
+void choose_batch_path(prepared_transfer& transfer, batch_path path, bool on_stream);
 
 // Makes an op's operation (its handler's completion) when the engine asks: once the work is on its
 // stream where it can be put there at once, so that what the op's bookkeeping costs overlaps the GPU's

@@ -250,6 +250,14 @@ CUresult resolve_device(std::uintptr_t address, std::size_t bytes, resolved& out
   return CUDA_SUCCESS;
 }
 
+CUresult resolve_for_kernel(std::uintptr_t address, std::size_t bytes, resolved& out) {
+  allocation_ref a = find_allocation(address);
+  if (a == nullptr || !a->contains(address, bytes)) return CUDA_ERROR_INVALID_VALUE;
+  out.host = a->host + (address - a->address);
+  out.keep = std::move(a);
+  return CUDA_SUCCESS;
+}
+
 CUresult resolve_host(const void* pointer, std::size_t bytes, resolved& out) {
   const auto start = reinterpret_cast<std::uintptr_t>(pointer);
   if (pointer == nullptr || start + bytes < start) return CUDA_ERROR_INVALID_VALUE;

@@ -64,6 +64,10 @@ allocation_ref find_allocation(std::uintptr_t address);
 // A device-side range: inside one device allocation, managed range (unless managed_allowed is false,
 // as for stream memory operations) or DEVICEMAP host range; else CUDA_ERROR_INVALID_VALUE.
 CUresult resolve_device(std::uintptr_t address, std::size_t bytes, resolved& out, bool managed_allowed = true);
+// What a kernel reaches (unified addressing, as on every device the sim models): device and managed
+// memory, and page-locked host memory at its host address whatever its flags (the driver maps all of it
+// for kernels; DEVICEMAP only decides what cuMemHostGetDevicePointer answers).
+CUresult resolve_for_kernel(std::uintptr_t address, std::size_t bytes, resolved& out);
 // A host-side range: any host memory, but not null and not the simulated device address space.
 CUresult resolve_host(const void* pointer, std::size_t bytes, resolved& out);
 // Either, decided by the address (CU_MEMORYTYPE_UNIFIED, cuMemcpyBatchAsync).

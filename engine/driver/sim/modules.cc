@@ -103,7 +103,7 @@ void register_kernel(std::string name, kernel_twin twin) {
 
 void* host_address(CUdeviceptr ptr, std::size_t bytes) {
   detail::resolved range;
-  if (detail::resolve_device(ptr, bytes, range) != CUDA_SUCCESS) {
+  if (detail::resolve_for_kernel(ptr, bytes, range) != CUDA_SUCCESS) {
     throw illegal_address("ferry::sim::host_address: the range is not device-accessible memory");
   }
   // The allocation stays alive for the twin only as long as the application keeps it, as on a GPU.
