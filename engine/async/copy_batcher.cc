@@ -10,6 +10,22 @@
 
 namespace ferry::detail {
 
+namespace {
+
+// A stream of the current context's highest priority, or null where the driver makes none.
+CUstream highest_priority_stream(const driver_table& driver) noexcept {
+  int least = 0;
+  int greatest = 0;
+  CUstream made = nullptr;
+  if (driver.cuCtxGetStreamPriorityRange(&least, &greatest) != CUDA_SUCCESS ||
+      driver.cuStreamCreateWithPriority(&made, CU_STREAM_NON_BLOCKING, greatest) != CUDA_SUCCESS) {
+    return nullptr;
+  }
+  return made;
+}
+
+}  // namespace
+
 copy_batcher::copy_batcher(const driver_table& driver, CUcontext context, int ordinal, completion_bridge& bridge,
                            std::function<CUstream()> next_stream, settings chosen,
                            std::function<void(const std::string&)> report)
@@ -19,6 +35,7 @@ copy_batcher::copy_batcher(const driver_table& driver, CUcontext context, int or
       bridge_(bridge),
       next_stream_(std::move(next_stream)),
       settings_(chosen),
+      priority_stream_(chosen.kernel_usable ? highest_priority_stream(driver) : nullptr),
       kernel_usable_(chosen.kernel_usable),
       // Three words per copy: the sources, destinations and sizes ferry_copy_blocks reads.
       slabs_(driver, 3 * chosen.most_copies),
@@ -32,6 +49,7 @@ copy_batcher::~copy_batcher() {
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (priority_stream_ != nullptr) driver_.cuStreamDestroy(priority_stream_);
 }
 
 void copy_batcher::stop_for_exit() {
@@ -158,9 +176,10 @@ void copy_batcher::submit(std::vector<copy> batch) {
   if (live.empty()) return;
   // Full batches are submitted on the offering thread, which need not have the engine's context.
   caller_context in_engine(driver_, context_);
-  const CUstream stream = next_stream_();
+  const std::size_t by_kernel = kernel_share(live);
+  const CUstream stream = by_kernel > 0 && priority_stream_ != nullptr ? priority_stream_ : next_stream_();
   std::uint64_t* slab = nullptr;
-  const CUresult status = enqueue(live, stream, slab);
+  const CUresult status = enqueue(live, by_kernel, stream, slab);
   batches_++;
   if (status != CUDA_SUCCESS) {
     // Part of the batch may be on the stream already: the GPU finishes with its memory (and the slab)
@@ -184,8 +203,7 @@ std::size_t copy_batcher::kernel_share(std::vector<copy>& live) const {
   return static_cast<std::size_t>(end - live.begin());
 }
 
-CUresult copy_batcher::enqueue(std::vector<copy>& live, CUstream stream, std::uint64_t*& slab) {
-  std::size_t by_kernel = kernel_share(live);
+CUresult copy_batcher::enqueue(std::vector<copy>& live, std::size_t by_kernel, CUstream stream, std::uint64_t*& slab) {
   if (by_kernel > 0) {
     const CUresult launched = launch_kernel(live.data(), by_kernel, stream, slab);
     if (launched == CUDA_SUCCESS) {

@@ -57,7 +57,8 @@ class copy_batcher {
                std::function<CUstream()> next_stream, settings chosen, std::function<void(const std::string&)> report);
   copy_batcher(const copy_batcher&) = delete;
   copy_batcher& operator=(const copy_batcher&) = delete;
-  // Submits what is collected, then stops the thread.
+  // Submits what is collected, then stops the thread. The engine's context must be current (its stream
+  // and slabs are freed).
   ~copy_batcher();
 
   // At process exit: stops the thread at once and drops the open batch (its ops never complete: the
@@ -79,9 +80,9 @@ class copy_batcher {
   void run();
   // Submits the batch's live copies as one, and hands them to the bridge.
   void submit(std::vector<copy> batch);
-  // Puts the copies on `stream`: those that take the kernel first (one launch, descriptors in `slab`),
-  // then the others through the copy engine. The first failure, if any.
-  CUresult enqueue(std::vector<copy>& live, CUstream stream, std::uint64_t*& slab);
+  // Puts the copies on `stream`: the first `by_kernel` with one launch (descriptors in `slab`), the
+  // others through the copy engine. The first failure, if any.
+  CUresult enqueue(std::vector<copy>& live, std::size_t by_kernel, CUstream stream, std::uint64_t*& slab);
   // Orders the copies that take the kernel first; how many they are.
   std::size_t kernel_share(std::vector<copy>& live) const;
   CUresult launch_kernel(const copy* first, std::size_t count, CUstream stream, std::uint64_t*& slab);
@@ -99,6 +100,11 @@ class copy_batcher {
   completion_bridge& bridge_;
   std::function<CUstream()> next_stream_;
   const settings settings_;
+  // Kernel batches go on a stream of the context's highest priority: the GPU then gives the copy kernel's
+  // blocks SMs as soon as blocks of a running compute kernel finish, instead of after all of that kernel's
+  // waiting blocks (nothing preempts a running block). Null when the driver would not create it: kernel
+  // batches then take the pool streams.
+  CUstream priority_stream_ = nullptr;
   std::atomic<bool> kernel_usable_;  // cleared when the driver refuses a launch for good
   descriptor_slabs slabs_;
   std::function<void(const std::string&)> report_;  // engine_options::on_failure, for refused batches

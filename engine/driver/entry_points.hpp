@@ -72,6 +72,8 @@
   X(cuMemAdvise, 12020)                   \
   X(cuStreamAttachMemAsync, 6000)         \
   X(cuStreamCreate, 2000)                 \
+  X(cuStreamCreateWithPriority, 5050)     \
+  X(cuCtxGetStreamPriorityRange, 5050)    \
   X(cuStreamDestroy, 4000)                \
   X(cuStreamSynchronize, 2000)            \
   X(cuStreamQuery, 2000)                  \

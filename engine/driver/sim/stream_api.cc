@@ -23,6 +23,22 @@ CUresult cuStreamCreate(CUstream* phStream, unsigned int Flags) {
   return CUDA_SUCCESS;
 }
 
+// Priorities order the scheduling of kernels' blocks on a GPU (the driver clamps one outside the range);
+// the sim runs each stream's work in order on its own worker, and ignores them.
+CUresult cuStreamCreateWithPriority(CUstream* phStream, unsigned int flags, int priority) {
+  (void)priority;
+  return ferry::sim::api::cuStreamCreate(phStream, flags);
+}
+
+CUresult cuCtxGetStreamPriorityRange(int* leastPriority, int* greatestPriority) {
+  context* ctx = nullptr;
+  FERRY_SIM_TRY(current_context(ctx));
+  // The range of the GPUs the sim models (an H200's): 0 is the lowest priority, -5 the highest.
+  if (leastPriority != nullptr) *leastPriority = 0;
+  if (greatestPriority != nullptr) *greatestPriority = -5;
+  return CUDA_SUCCESS;
+}
+
 CUresult cuStreamDestroy(CUstream hStream) {
   std::shared_ptr<stream> s;
   FERRY_SIM_TRY(resolve_stream(hStream, s));
