@@ -1,6 +1,7 @@
 // A pageable transfer through the staging pool, chunk by chunk.
 #include "engine/async/engine_core_impl.hpp"
 
+#include <cstring>
 #include <string>
 
 #include "engine/errors/check.hpp"
@@ -10,7 +11,15 @@ namespace ferry::detail {
 
 // A pageable transfer: chunk k+1 is leased and filled while the copy engine moves chunk k. Cancellation
 // is checked before each chunk; chunks already on the stream finish, and the op reports the bytes moved.
+//
+// A transfer of at most in_place_bytes skips both hand-offs to an engine worker (each a thread's wake-up,
+// which costs more than such a transfer's copy): its chunk, when one is free, is filled and submitted on
+// the thread that starts it, and a peek's bytes are copied out on the bridge thread that learns the DMA
+// is done.
 struct staged_state : std::enable_shared_from_this<staged_state> {
+  // A copy of this size takes the bridge thread about as long as a look at the completion flags.
+  static constexpr std::size_t in_place_bytes = std::size_t{64} << 10;
+
   engine_core::impl* engine;
   std::shared_ptr<operation> op;
   std::uint64_t sequence;
@@ -35,11 +44,12 @@ struct staged_state : std::enable_shared_from_this<staged_state> {
     if (sequenced) engine->sequencer.done(stream);
   }
 
-  // Leases the next chunk (or stops). Runs on the thread that finished the previous step. On an engine
-  // worker, a chunk that is free now is returned to be filled on this thread: handing it to another
-  // worker would cost a wake-up per chunk (25-250 us on a virtual machine). Otherwise the lease hands the
-  // chunk to a worker when it comes, and nullptr is returned.
-  staging_pool::chunk next(bool on_worker) {
+  // Leases the next chunk (or stops). Runs on the thread that finished the previous step. With
+  // `fill_here` (an engine worker, or a small transfer's starting thread), a chunk that is free now is
+  // returned to be filled on this thread: handing it to a worker would cost a wake-up per chunk (25-250 us
+  // on a virtual machine). Otherwise the lease hands the chunk to a worker when it comes, and nullptr is
+  // returned.
+  staging_pool::chunk next(bool fill_here) {
     if (next_offset >= transfer->bytes || op->cancel_requested() || engine->sticky.load() != CUDA_SUCCESS) {
       if (int status = engine->sticky.load(); status != CUDA_SUCCESS && next_offset < transfer->bytes) {
         engine->fail(op, static_cast<CUresult>(status),
@@ -49,7 +59,7 @@ struct staged_state : std::enable_shared_from_this<staged_state> {
       return nullptr;
     }
     try {
-      if (on_worker) {
+      if (fill_here) {
         if (staging_pool::chunk free_now = engine->staging->try_lease()) return free_now;
       }
       engine->staging->lease(op, [self = shared_from_this()](staging_pool::chunk chunk) {
@@ -127,7 +137,15 @@ struct staged_state : std::enable_shared_from_this<staged_state> {
       maybe_finish();
       return;
     }
-    // Copying out is host work: not on the bridge thread.
+    if (length <= in_place_bytes) {
+      std::memcpy(reinterpret_cast<std::byte*>(transfer->destination.address) + offset, chunk, length);
+      op->add_bytes(length);
+      engine->staging->release(chunk);
+      --in_flight;
+      maybe_finish();
+      return;
+    }
+    // Copying out a large chunk is host work for the copy threads: not on the bridge thread.
     engine->post_work([self = shared_from_this(), chunk, offset, length] {
       self->engine->parallel_copy(reinterpret_cast<std::byte*>(self->transfer->destination.address) + offset, chunk,
                                   length);
@@ -149,7 +167,11 @@ void engine_core::impl::run_staged(std::shared_ptr<operation> op, std::uint64_t 
   state->stream = stream;
   state->sequenced = sequenced;
   state->to_device = state->transfer->source.kind == memory_kind::pageable_host;
-  state->next(false);  // on the caller's thread: the first chunk is filled by a worker
+  if (state->transfer->bytes <= staged_state::in_place_bytes) {
+    state->submit(state->next(true));  // small: filled and submitted here when a chunk is free
+  } else {
+    state->next(false);  // the first chunk is filled by a worker, not on the caller's thread
+  }
 }
 
 }  // namespace ferry::detail

@@ -20,6 +20,7 @@
 #include "engine/driver/sim/control.hpp"
 #include "ferry/marshal.hpp"
 #include "tests/support/expect_error.hpp"
+#include "tests/support/io_helpers.hpp"
 #include "tests/support/device_fixture.hpp"
 #include "tests/support/random_bytes.hpp"
 
@@ -295,6 +296,36 @@ BOOST_AUTO_TEST_CASE(a_batch_the_driver_refuses_is_sent_copy_by_copy_in_every_di
   BOOST_TEST(std::equal(values.begin(), values.end(), back.data()));
   BOOST_TEST(gpu->plan_counts().batched > copies);
   BOOST_TEST(gpu->plan_counts().batch_refusals >= 3u);  // a batch or more in each direction
+}
+
+// Small staged transfers are submitted from the starting thread and a peek's bytes copied out where its
+// completion is learnt: many at once, of sizes around the in-place limit (64 KiB), both ways, every byte.
+BOOST_AUTO_TEST_CASE(small_staged_transfers_of_any_size_move_every_byte_both_ways) {
+  const std::vector<std::size_t> sizes = {1, 3, 4096, 4097, 65535, 65536, 65537, 200000};
+  std::vector<std::vector<std::uint8_t>> sent, back;
+  std::vector<device_buffer<std::uint8_t>> there;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    sent.push_back(random_vector<std::uint8_t>(sizes[i], 860 + i));
+    back.emplace_back(sizes[i], std::uint8_t{0xA5});
+    there.push_back(gpu->allocate<std::uint8_t>(sizes[i]));
+  }
+  std::atomic<std::size_t> done{0};
+  auto count = [&](boost::system::error_code error, std::size_t) {
+    BOOST_TEST(!error);
+    ++done;
+  };
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    gpu->poke(std::span<const std::uint8_t>(sent[i]), there[i].get(), transfer_plan::staged, count);
+  }
+  BOOST_TEST(ferry::testing::run_until(io, [&] { return done == sizes.size(); }));
+  done = 0;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    gpu->peek(device_ptr<const std::uint8_t>(there[i].get()), std::span<std::uint8_t>(back[i]), transfer_plan::staged,
+              count);
+  }
+  BOOST_TEST(ferry::testing::run_until(io, [&] { return done == sizes.size(); }));
+  for (std::size_t i = 0; i < sizes.size(); ++i) BOOST_TEST(same_bytes(back[i], sent[i]), "size " << sizes[i]);
+  BOOST_TEST(gpu->plan_counts().staged == 2 * sizes.size());
 }
 
 // A forced registration the driver refuses (the range overlaps one registered already) is staged, and
