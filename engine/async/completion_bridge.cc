@@ -22,8 +22,8 @@ unsigned event_flags(completion_policy policy) {
 // after a sticky error the driver runs no more host functions, and nothing may wait forever.
 constexpr auto failure_check_interval = std::chrono::milliseconds(10);
 
-// Poll: how often work that has a completion flag also has its event queried. Only a failure needs the
-// event (a failed stream writes no flag), and learning of one this much later costs nothing.
+// Poll: how often the stream of work that has a completion flag is queried. Only a failure needs the
+// query (a failed stream writes no flag), and learning of one this much later costs nothing.
 constexpr auto event_sweep_interval = std::chrono::microseconds(100);
 
 // Poll: while some stream's oldest pending work is younger than this, the bridge looks at flag words
@@ -65,26 +65,29 @@ completion_bridge::~completion_bridge() {
 
 CUresult completion_bridge::arm(CUstream stream, ticket& armed) {
   auto item = std::make_shared<entry>();
-  if (CUresult status = events_.acquire(item->event); status != CUDA_SUCCESS) return status;
+  // Poll: a flag is all that success needs, and a failure is learnt from the stream itself on a sweep,
+  // so flagged work records no event (a driver call less per op). Other work, and work left without a
+  // flag (all taken, or a driver that refuses the write), is watched through its event.
   if (flags_ && flags_usable_.load(std::memory_order_relaxed)) {
-    // Before the event: once the event is complete, the word is written too.
     item->flag = flags_->acquire();
     if (item->flag) {
       const CUresult written = flags_->enqueue_write(stream, *item->flag);
       stage_trace::mark(stage_trace::stage::flag_enqueued);
-      if (CUresult status = written; status != CUDA_SUCCESS) {
+      if (written != CUDA_SUCCESS) {
         flags_->release(*item->flag);
         item->flag.reset();
         // A sticky error fails the record below too; anything else means this driver or device does not
         // take stream memory operations: the events alone will tell.
-        if (!is_sticky(status)) flags_usable_.store(false, std::memory_order_relaxed);
+        if (!is_sticky(written)) flags_usable_.store(false, std::memory_order_relaxed);
       }
     }
   }
-  if (CUresult status = driver_.cuEventRecord(item->event, stream); status != CUDA_SUCCESS) {
-    if (item->flag) flags_->release(*item->flag);  // a stream that failed will not write it
-    events_.release(item->event);
-    return status;
+  if (!item->flag) {
+    if (CUresult status = events_.acquire(item->event); status != CUDA_SUCCESS) return status;
+    if (CUresult status = driver_.cuEventRecord(item->event, stream); status != CUDA_SUCCESS) {
+      events_.release(item->event);
+      return status;
+    }
   }
   item->since = std::chrono::steady_clock::now();
   stage_trace::mark(stage_trace::stage::event_recorded);
@@ -230,7 +233,9 @@ bool completion_bridge::collect_finished(std::chrono::steady_clock::time_point n
     }
     if (item->flag && !sweep) continue;
     queried_events_ = queried_events_ || !item->flag;
-    CUresult status = driver_.cuEventQuery(item->event);
+    // Flagged work has no event: the stream's status tells a failure (a failed stream writes no flag);
+    // an idle stream has run the work, and so written its flag.
+    CUresult status = item->event ? driver_.cuEventQuery(item->event) : driver_.cuStreamQuery(item->stream);
     if (status != CUDA_ERROR_NOT_READY) finished.emplace_back(std::move(item), status);
   }
   for (auto& [item, status] : finished) pop_front(item);
@@ -261,7 +266,7 @@ void completion_bridge::finish(finished_list& finished) {
     if (options_.policy == completion_policy::host_callback && !item->fired) {
       unfired_.push_back(item);
     } else {
-      events_.release(item->event);
+      if (item->event) events_.release(item->event);
     }
     answered();
   }

@@ -54,14 +54,15 @@ class completion_bridge {
   // Waits for everything watched, then stops the thread.
   ~completion_bridge();
 
-  // Records an event on `stream` after the work already there and calls `done` when the GPU passes it.
-  // Returns the status of the record (done is then never called).
+  // Marks `stream` after the work already there (poll: a flag write, else an event) and calls `done`
+  // with the work's status when the GPU passes the mark. Returns the status of the marking (done is then
+  // never called).
   CUresult watch(CUstream stream, continuation done);
 
-  // watch() in two steps, for a caller with work to do between them: arm() records the event (and
-  // writes the flag) on `stream` right after the work, so that the GPU passes it as soon as the work is
+  // watch() in two steps, for a caller with work to do between them: arm() puts the mark (the flag write
+  // or the event) on `stream` right after the work, so that the GPU passes it as soon as the work is
   // done; watch_armed() hands it to the bridge with its continuation. An armed ticket must be handed
-  // over (the bridge owns its event).
+  // over (the bridge owns its flag or event).
   class ticket {
    public:
     ticket() = default;
@@ -96,7 +97,7 @@ class completion_bridge {
 
  private:
   struct entry {
-    CUevent event = nullptr;
+    CUevent event = nullptr;  // null for flagged work (poll), whose failure the stream's status tells
     CUstream stream = nullptr;
     continuation done;
     warm_up warm;  // prefetched on arrival

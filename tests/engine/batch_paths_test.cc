@@ -217,28 +217,40 @@ BOOST_AUTO_TEST_CASE(a_batch_whose_launch_finds_the_context_failed_fails_each_co
 }
 
 // Copies wait in the open batch for the window; cancelled there, they are never launched and their
-// destination keeps its bytes, while the rest of their batch moves.
+// destination keeps its bytes, while the rest of their batch moves. A lead copy keeps a small copy in
+// flight while the others arrive (batch_max_bytes is raised so that it counts as one), so that every
+// copy from the third on meets a batch: on the sim the copy engines are slowed for it, on a GPU it moves
+// 512 MiB (about 10 ms).
 BOOST_AUTO_TEST_CASE(copies_cancelled_before_their_batch_is_launched_never_move) {
+  const std::size_t lead_bytes = ferry::testing::on_sim() ? std::size_t{16} << 20 : std::size_t{512} << 20;
   options.batch_window = std::chrono::milliseconds(200);
   options.batch_most_copies = 256;  // never full here: the batch waits out its window
+  options.batch_max_bytes = lead_bytes;
   start(batch_path::kernel);
+  pinned_buffer<std::uint8_t> lead_source = pinned_buffer<std::uint8_t>::allocate(lead_bytes);
+  auto lead_destination = gpu->allocate<std::uint8_t>(lead_bytes);
   pinned_buffer<std::uint32_t> source = pinned_words();
   const auto values = random_vector<std::uint32_t>(copies * words, 1107);
   std::copy(values.begin(), values.end(), source.data());
   auto there = gpu->allocate<std::uint32_t>(copies * words);
   memset(there.get(), copies * words, std::uint32_t{0x5A5A5A5Au});
+  if (ferry::testing::on_sim()) sim::set_copy_bandwidth(0.25e9);  // 64 ms for the lead copy
+  outcome lead;
+  gpu->poke(lead_source.span(), lead_destination.get(), record(lead));
   std::vector<outcome> results(copies);
   std::vector<asio::cancellation_signal> signals(copies);
   for (std::size_t i = 0; i < copies; ++i) {
     gpu->poke(pinned_span(host_ptr<const std::uint32_t>(source.get() + i * words), words), there.get() + i * words,
               asio::bind_cancellation_slot(signals[i].slot(), record(results[i])));
   }
-  // The first copy found nothing to batch with and went at once; odd ones from the third on are cancelled
-  // while their batch is still open (the window is far longer than this loop).
+  // The lead and the first small copy found no batch to join and went alone; odd ones from the third on
+  // are cancelled while their batch is still open (the window is far longer than this loop).
   for (std::size_t i = 3; i < copies; i += 2) signals[i].emit(asio::cancellation_type::terminal);
   BOOST_TEST(ferry::testing::run_until(io, [&] {
-    return std::all_of(results.begin(), results.end(), [](const outcome& r) { return r.calls == 1; });
+    return lead.calls == 1 && std::all_of(results.begin(), results.end(), [](const outcome& r) { return r.calls == 1; });
   }));
+  if (ferry::testing::on_sim()) sim::set_copy_bandwidth(0);
+  BOOST_TEST_REQUIRE(gpu->plan_counts().batched == copies - 1);  // every small copy but the first met a batch
   const std::vector<std::uint32_t> device_now = peek_list_array(copies * words, there.get());
   for (std::size_t i = 0; i < copies; ++i) {
     const bool cancelled = i >= 3 && i % 2 == 1;
