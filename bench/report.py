@@ -12,7 +12,7 @@ usage:
       Regenerates every table between a line "<!-- figures:begin NAME -->" and the next line
       "<!-- figures:end -->" in each FILE (default: README.md and docs/performance.md), from the
       JSON files under DIR (default: bench/results). NAME is one of: headline, targets, sweep,
-      fast-paths, engine, marshal, pipeline, soak (from h200*.json) and peer (h200x2.json); TABLES
+      fast-paths, engine, kernel-path, marshal, pipeline, soak (from h200*.json) and peer (h200x2.json); TABLES
       below says what each holds. With --check nothing is written; the exit status is 1 when a FILE
       is out of date.
 
@@ -70,7 +70,15 @@ ENGINE_LABELS = {
     "poller_idle_cpu_host_callback": "poller CPU over an idle second, host_callback",
     "poller_idle_cpu_blocking_sync": "poller CPU over an idle second, blocking_sync",
     "submit_4KiB": "initiating one 4 KiB poke (callback)",
-    "many_small_4KiB": "1024 concurrent 4 KiB pokes from coroutines",
+    "many_small_4KiB": "1024 concurrent 4 KiB pokes from coroutines (batch path automatic)",
+    "many_small_4KiB_kernel": "the same, every batch by the gather kernel",
+    "many_small_4KiB_copy_engine": "the same, every batch by cuMemcpyBatchAsync",
+    "many_small_4KiB_d2h": "1024 concurrent 4 KiB peeks into page-locked memory (automatic)",
+}
+
+KERNEL_PATH_LABELS = {
+    "compute_beside_kernel_batches": "an FMA-bound kernel filling every SM, with batches by the gather kernel beside it",
+    "compute_beside_copy_engine_batches": "the same kernel, with batches by cuMemcpyBatchAsync beside it",
 }
 
 FAST_PATHS = [
@@ -93,6 +101,8 @@ TABLES = {
     "sweep": {"source": "h200.json", "kind": "sweep"},
     "fast-paths": {"source": "h200.json", "kind": "rows", "rows": FAST_PATHS},
     "engine": {"source": "h200-engine.json", "kind": "all", "labels": ENGINE_LABELS},
+    "kernel-path": {"source": "h200-kernel-path.json", "kind": "all", "labels": KERNEL_PATH_LABELS,
+                    "columns": ("with copies beside it", "alone")},
     "marshal": {"source": "h200-marshal.json", "kind": "all"},
     "pipeline": {"source": "h200-pipeline.json", "kind": "all", "columns": ("ferry", "thread-pool baseline")},
     "soak": {"source": "h200-soak.json", "kind": "rows", "columns": ("late third", "early third"),

@@ -51,6 +51,8 @@ struct copy_blocks_parameters {
 // in flight per SM, which matters when most blocks are small, while 128 x 16 bytes = 2 KiB per pass still
 // needs only 32 passes for the largest (64 KiB) blocks we expect.
 inline constexpr unsigned fill_block_threads = 256;
+// 16-byte units each thread of a 1-D fill stores in its block's tile.
+inline constexpr unsigned fill_units_per_thread = 4;
 inline constexpr unsigned copy_block_threads = 128;
 
 }  // namespace ferry::detail::kernels

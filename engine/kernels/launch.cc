@@ -26,7 +26,7 @@ CUresult launch_fill(CUdeviceptr destination, std::size_t count, std::size_t ele
   if (count == 0) return CUDA_SUCCESS;
   loaded_kernels k;
   if (CUresult status = current_kernels(k); status != CUDA_SUCCESS) return status;
-  return launch(element_size == 8 ? k.fill_8 : k.fill_16, fill_geometry(count * element_size, k.resident_threads), &p,
+  return launch(element_size == 8 ? k.fill_8 : k.fill_16, fill_geometry(count * element_size), &p,
                 stream);
 }
 

@@ -24,8 +24,10 @@ std::uint64_t fill_units(std::uint64_t bytes) { return bytes / 16 + 1; }
 
 }  // namespace
 
-launch_geometry fill_geometry(std::uint64_t bytes, std::uint64_t resident_threads) noexcept {
-  const std::uint64_t blocks = std::min(ceil_div(fill_units(bytes), kernels::fill_block_threads), fill_wave(resident_threads));
+// A block per tile of fill_units_per_thread units per thread (kernels/fill.cu), up to the grid's limit.
+launch_geometry fill_geometry(std::uint64_t bytes) noexcept {
+  const std::uint64_t tile = std::uint64_t{kernels::fill_units_per_thread} * kernels::fill_block_threads;
+  const std::uint64_t blocks = std::min(ceil_div(fill_units(bytes), tile), max_grid_x);
   return launch_geometry{blocks, 1, kernels::fill_block_threads, 1};
 }
 

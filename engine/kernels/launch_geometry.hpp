@@ -8,8 +8,8 @@
 
 namespace ferry::detail {
 
-// ferry_fill_8 / ferry_fill_16 over `bytes` (> 0) bytes, on a device keeping `resident_threads` threads.
-launch_geometry fill_geometry(std::uint64_t bytes, std::uint64_t resident_threads) noexcept;
+// ferry_fill_8 / ferry_fill_16 over `bytes` (> 0) bytes.
+launch_geometry fill_geometry(std::uint64_t bytes) noexcept;
 
 // ferry_fill_2d over `height` (> 0) rows of `row_bytes` (> 0) bytes.
 launch_geometry fill_2d_geometry(std::uint64_t row_bytes, std::uint64_t height, std::uint64_t resident_threads) noexcept;

@@ -80,7 +80,9 @@ bool same(const bytes& expected, const bytes& actual) {
 BOOST_AUTO_TEST_CASE(fill_device_code_writes_the_elements_and_nothing_else) {
   memory m(1 << 20, 1);
   std::mt19937_64 generator(2);
-  for (std::uint64_t resident : resident_threads) {
+  // The launcher's grid (a block per tile), and grids of 1 and 3 blocks, whose blocks take further tiles
+  // in turn (as past the grid's limit).
+  for (std::uint64_t blocks : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{3}}) {
     for (int trial = 0; trial < 200; ++trial) {
       const std::size_t element_size = trial % 2 == 0 ? 8 : 16;
       const std::size_t offset = generator() % 64;
@@ -88,12 +90,13 @@ BOOST_AUTO_TEST_CASE(fill_device_code_writes_the_elements_and_nothing_else) {
       const auto element = ferry::testing::random_vector<std::uint8_t>(16, generator());
       ferry::detail::kernels::fill_parameters p{m.address(offset), count, replicated(element.data(), 16)};
       m.reset();
-      run(ferry::detail::fill_geometry(count * element_size, resident),
-          [&] { element_size == 8 ? ferry_fill_8(p) : ferry_fill_16(p); });
+      launch_geometry shape = ferry::detail::fill_geometry(count * element_size);
+      if (blocks != 0) shape.grid_x = blocks;
+      run(shape, [&] { element_size == 8 ? ferry_fill_8(p) : ferry_fill_16(p); });
       bytes expected = m.initial();
       for (std::size_t i = 0; i < count * element_size; ++i) expected[offset + i] = element[i % element_size];
       BOOST_CHECK_MESSAGE(same(expected, m.contents()), element_size << "-byte fill of " << count << " at offset "
-                                                                      << offset << ", " << resident << " threads");
+                                                                      << offset << ", grid " << shape.grid_x);
     }
   }
 }

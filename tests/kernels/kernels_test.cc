@@ -55,6 +55,10 @@ struct arena {
                                           : bytes(size, static_cast<std::uint8_t>(ferry::testing::poison))),
         buffer(device_buffer<std::uint8_t>::allocate(size)) {
     poke_array(size, initial.data(), buffer.get());
+    // A synchronous copy from pageable memory may return before its DMA has landed (the driver only
+    // promises the bytes have left the caller's buffer); the kernels run on non-blocking streams, which
+    // do not wait for it, and would race it.
+    BOOST_REQUIRE_EQUAL(detail::driver().cuCtxSynchronize(), CUDA_SUCCESS);
   }
 
   CUdeviceptr base() const { return buffer.get().get(); }
