@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/harness/options.hpp"
 #include "bench/harness/statistics.hpp"
 
 using clock_type = std::chrono::steady_clock;
@@ -78,7 +79,10 @@ std::vector<double> wake_latency(std::chrono::microseconds idle, int samples) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  ferry::bench::parse_no_flags(argc, argv,
+                               "What the host's timed waits and wake-ups cost on this machine (a diagnostic: prints a\n"
+                               "table, writes no report).");
   std::cout << "| host timer or wake-up | p50 us | p99 us |\n|---|---:|---:|\n";
   auto row = [](const std::string& name, const std::vector<double>& values) {
     std::cout << "| " << name << " | " << percentile(values, 0.5) << " | " << percentile(values, 0.99) << " |\n";

@@ -34,7 +34,10 @@ std::string describe(const device& gpu) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  const bench::comparison_program program(argc, argv);
+  const bench::comparison_program program(
+      argc, argv,
+      "A timed round trip of every Marshal operation against the raw driver call doing the same work\n"
+      "(the report goes to <out>/<machine>-marshal.{json,md}).");
   const device& gpu = program.on.gpu;
   const mem_info memory = get_mem_info();
   const std::string description = describe(gpu);

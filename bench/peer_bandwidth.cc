@@ -16,6 +16,7 @@
 #include "bench/harness/comparison.hpp"
 #include "bench/harness/driver_check.hpp"
 #include "bench/harness/io_thread.hpp"
+#include "bench/harness/options.hpp"
 #include "bench/harness/test_data.hpp"
 #include "engine/driver/driver_table.hpp"
 #include "ferry/engine.hpp"
@@ -151,7 +152,10 @@ std::vector<bench::result> peer_cases(peer_fixture& f) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  const bench::options options = bench::parse_options(argc, argv);
+  const bench::options options = bench::parse_options(
+      argc, argv,
+      "Bandwidth of copies between two GPUs: engine::copy_peer against cuMemcpyPeerAsync (needs two\n"
+      "devices; the report goes to <out>/<machine>-peer.{json,md}).");
   const int devices = device::count();
   if (devices < 2) {
     std::cout << "peer_bandwidth: needs two devices, found " << devices << "; nothing measured\n";

@@ -131,6 +131,7 @@ def merge(directory, machine):
         suite = load(path)
         merged["device"] = merged["device"] or suite.get("device", "")
         merged["backend"] = merged["backend"] or suite.get("backend", "")
+        merged["ferry_version"] = merged.get("ferry_version") or suite.get("ferry_version", "")
         merged["suites"].append(os.path.basename(path)[len(machine) + 1:-len(".json")])
         merged["benchmarks"].extend(suite["benchmarks"])
     with open(os.path.join(directory, machine + ".json"), "w") as f:
@@ -145,8 +146,8 @@ def merge(directory, machine):
               "driver's (raw time / ferry time); above 1 ferry is faster.", "",
               "| name | bytes | ferry | raw | unit | ratio | trials |", "|---|---:|---:|---:|---|---:|---:|"]
     for b in merged["benchmarks"]:
-        lines.append(f"| {b['name']} | {b['bytes']} | {b['ferry']:.4g} | {b['raw']:.4g} | {b['unit']} | "
-                     f"{b['ratio']:.3f} | {b['trials']} |")
+        lines.append(f"| {b['name']} | {b['bytes']} | {formatted(b['ferry'], '.4g')} | {formatted(b['raw'], '.4g')} | "
+                     f"{b['unit']} | {formatted(b['ratio'], '.3f')} | {b['trials']} |")
     with open(os.path.join(directory, machine + ".md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     plot(merged, os.path.join(directory, machine + ".png"))
@@ -156,7 +157,7 @@ def plot(merged, path):
     curves = {}
     for b in merged["benchmarks"]:
         m = SWEEP.match(b["name"])
-        if m and b["unit"] == "GB/s":
+        if m and b["unit"] == "GB/s" and b["ferry"] is not None and b["raw"] is not None:
             key = f"{m.group(1).upper()} {m.group(2)}"
             curves.setdefault(key, []).append((int(m.group(3)) * UNIT[m.group(4)], b["ferry"], b["raw"]))
     if not curves:
@@ -205,14 +206,23 @@ def number(value):
     return f"{value:.3g}"
 
 
+def formatted(value, spec):
+    """A figure of a results file; null there (JSON has no infinity or NaN) is shown as n/a."""
+    return "n/a" if value is None else format(value, spec)
+
+
 def ratio(value):
+    if value is None:
+        return "n/a"
     return f"{value:.3f}" if 0.9 <= value < 1.1 else f"{value:.2f}"
 
 
 def shown(b, value):
     """A figure with its unit; microseconds of 10 ms and more are shown in ms."""
+    if value is None:
+        return "n/a"
     unit = b["unit"]
-    if unit == "us" and max(abs(b["ferry"]), abs(b["raw"])) >= 10000:
+    if unit == "us" and max(abs(b["ferry"] or 0), abs(b["raw"] or 0)) >= 10000:
         return f"{number(value / 1000)} ms"
     if unit in ("%", "% of a core"):
         return f"{number(value)} %"

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "bench/harness/driver_check.hpp"
+#include "bench/harness/options.hpp"
 #include "engine/driver/driver_table.hpp"
 #include "ferry/detail/stage_trace.hpp"
 #include "ferry/engine.hpp"
@@ -160,7 +161,10 @@ void print_table(const char* title, const std::vector<std::vector<double>>& reac
 
 }  // namespace
 
-int main() try {
+int main(int argc, char** argv) try {
+  bench::parse_no_flags(argc, argv,
+                        "Where a co_awaited 4 KiB poke's round trip goes, stage by stage, beside the raw\n"
+                        "driver's round trip (a diagnostic: prints tables, writes no report).");
   const auto& raw = detail::driver();
   const device gpu_device = device::get(0);
   context primary = context::primary(gpu_device);

@@ -145,7 +145,10 @@ void staged_rows(sweep_fixture& f, std::vector<row>& rows) {
 
 }  // namespace
 
-int main() try {
+int main(int argc, char** argv) try {
+  bench::parse_no_flags(argc, argv,
+                        "The staged (pageable) transfer's speed against its staging settings, beside the host\n"
+                        "alone and the raw driver (a diagnostic: prints a table, writes no report).");
   const bench::primary_device on;
   sweep_fixture fixture;
   std::vector<row> rows;

@@ -194,7 +194,9 @@ std::vector<row> batched_submit_rows(submit_fixture& f) {
 }  // namespace ferry::bench
 
 int main(int argc, char** argv) try {
-  (void)bench::parse_options(argc, argv);
+  bench::parse_no_flags(argc, argv,
+                        "Where the time of initiating a small engine op goes, driver call by driver call\n"
+                        "(a diagnostic: prints a table of us per call, writes no report).");
   const bench::primary_device on;
   bench::submit_fixture fixture(on.primary);
   const std::vector<bench::row> rows =

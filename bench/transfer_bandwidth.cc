@@ -94,7 +94,10 @@ std::vector<result> size_sweep(transfer_fixture& f) {
 }  // namespace ferry::bench
 
 int main(int argc, char** argv) try {
-  const bench::comparison_program program(argc, argv);
+  const bench::comparison_program program(
+      argc, argv,
+      "Bandwidth of the engine's transfers against the raw driver: the size sweep and the fast paths\n"
+      "(the report goes to <out>/<machine>-transfers.{json,md}).");
   const std::string device_name = program.on.gpu.name();
   std::cerr << "ferry transfer_bandwidth on the " << program.backend << " backend: " << device_name << "\n";
 

@@ -5,7 +5,7 @@ The library's kernels (//kernels:fatbin) are built this way, and so is any progr
 flags and embedded the same way.
 """
 
-load("@cuda//:nvcc_path.bzl", "NVCC")
+load("@ferry_cuda//:nvcc_path.bzl", "NVCC")
 load("//tools/bazel:ferry.bzl", "FERRY_COPTS")
 
 # -fatbin with sm_90 code (H100/H200 run it as is) and compute_90 PTX (newer GPUs JIT-compile it).
@@ -31,7 +31,7 @@ def cuda_fatbin(name, kernels, headers, header, namespace, stem = None, visibili
     <name>, whose `header` (a file of this package) declares fatbin() in `namespace`.
 
     nvcc takes a single source file per fatbin, so the unity file includes every kernel source. nvcc
-    is the one @cuda found (its nvcc_path.bzl: $CUDA_PATH, else /usr/local/cuda); nothing is fetched.
+    is the one @ferry_cuda found (its nvcc_path.bzl: $CUDA_PATH, else /usr/local/cuda); nothing is fetched.
     It needs the host compiler (g++) on PATH, as every C++ action here does.
 
     Args:
@@ -50,6 +50,10 @@ def cuda_fatbin(name, kernels, headers, header, namespace, stem = None, visibili
     # Includes are relative to the repository's root, also when ferry is an external repository.
     repository = native.repository_name()
     root = "." if repository == "@" else "external/" + repository[1:]
+
+    # The unity file names each kernel by its path from the execution root; the kernels name what they
+    # include by its path from the repository's root.
+    includes = "-I." if root == "." else "-I. -I" + root
     native.genrule(
         name = "compile_" + name,
         srcs = kernels + headers,
@@ -62,7 +66,7 @@ def cuda_fatbin(name, kernels, headers, header, namespace, stem = None, visibili
                 " ".join(["$(location %s)" % source for source in kernels]),
                 unity_file,
             ),
-            "%s %s -I%s -o $(location %s) $(location %s)" % (NVCC, " ".join(NVCC_FLAGS), root, fatbin_file, unity_file),
+            "%s %s %s -o $(location %s) $(location %s)" % (NVCC, " ".join(NVCC_FLAGS), includes, fatbin_file, unity_file),
         ]),
         message = "Compiling CUDA kernels into %s" % fatbin_file,
     )

@@ -4,6 +4,8 @@
 // back to the sim: without a usable driver the first driver call throws a cuda_error that says why.
 #pragma once
 
+#include "ferry/detail/require_cxx20.hpp"
+
 #include <string_view>
 
 namespace ferry {

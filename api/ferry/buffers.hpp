@@ -3,6 +3,8 @@
 // Move-only; move-assignment frees what was held; release() gives the pointer up, adopt() takes one over.
 #pragma once
 
+#include "ferry/detail/require_cxx20.hpp"
+
 #include <cstddef>
 #include <span>
 #include <utility>

@@ -2,6 +2,8 @@
 // current context: make one current with context_guard (or context_ref::make_current).
 #pragma once
 
+#include "ferry/detail/require_cxx20.hpp"
+
 #include <cuda.h>
 
 #include <cstddef>

@@ -45,6 +45,8 @@
 //   never a host wait); wait_all completes when everything submitted before it is done.
 #pragma once
 
+#include "ferry/detail/require_cxx20.hpp"
+
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/async_result.hpp>
 

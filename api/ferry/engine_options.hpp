@@ -2,6 +2,8 @@
 // engine_options, the per-call transfer_options and the plan counters (engine::plan_counts()).
 #pragma once
 
+#include "ferry/detail/require_cxx20.hpp"
+
 #include <chrono>
 #include <cstddef>
 #include <functional>

@@ -4,6 +4,8 @@
 // report driver statuses as std::error_code values of ferry::cuda_category().
 #pragma once
 
+#include "ferry/detail/require_cxx20.hpp"
+
 #include <cuda.h>
 
 #include <new>

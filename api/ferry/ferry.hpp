@@ -11,4 +11,5 @@
 #include "ferry/marshal.hpp"
 #include "ferry/pointers.hpp"
 #include "ferry/stream.hpp"
+#include "ferry/version.hpp"
 #include "ferry/views.hpp"

@@ -2,6 +2,8 @@
 // attachment. Each combines with | and is tested with has().
 #pragma once
 
+#include "ferry/detail/require_cxx20.hpp"
+
 #include <cuda.h>
 
 #include <string>

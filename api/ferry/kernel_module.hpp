@@ -5,6 +5,8 @@
 // kernels run, and are tested, on either backend.
 #pragma once
 
+#include "ferry/detail/require_cxx20.hpp"
+
 #include <cuda.h>
 
 #include <cstddef>

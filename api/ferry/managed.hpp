@@ -2,6 +2,8 @@
 // prefetch (CUDA 13 location API) and stream attachment.
 #pragma once
 
+#include "ferry/detail/require_cxx20.hpp"
+
 #include <cuda.h>
 
 #include <cstddef>

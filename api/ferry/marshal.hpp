@@ -9,6 +9,8 @@
 // (views.hpp), typed by what memory each side is.
 #pragma once
 
+#include "ferry/detail/require_cxx20.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>

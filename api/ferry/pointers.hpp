@@ -3,6 +3,8 @@
 // ferry or registered). A pageable host buffer is a plain T* or std::span<T>.
 #pragma once
 
+#include "ferry/detail/require_cxx20.hpp"
+
 #include <cuda.h>
 
 #include <compare>

@@ -2,6 +2,8 @@
 // legacy null stream is used only when asked for by name (stream_ref::legacy_default()).
 #pragma once
 
+#include "ferry/detail/require_cxx20.hpp"
+
 #include <cuda.h>
 
 #include <cstddef>

@@ -2,6 +2,8 @@
 // and pitched_view<Pointer> (a 2-D region of an array whose rows are `pitch` elements apart).
 #pragma once
 
+#include "ferry/detail/require_cxx20.hpp"
+
 #include <cstddef>
 #include <memory>
 #include <ranges>

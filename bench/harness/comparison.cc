@@ -1,5 +1,8 @@
 #include "bench/harness/comparison.hpp"
+#include "bench/harness/report_json.hpp"
 #include "bench/harness/statistics.hpp"
+
+#include <boost/json/serialize.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -29,15 +32,6 @@ double seconds_of(const std::function<void()>& prepare, const std::function<void
   const auto start = std::chrono::steady_clock::now();
   run();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-std::string json_escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out;
 }
 
 }  // namespace
@@ -113,40 +107,7 @@ void write_report(const std::vector<result>& results, const std::string& dir, co
            << table.str();
 
   std::ofstream json(std::filesystem::path(dir) / (machine + ".json"));
-  json << "{\n  \"machine\": \"" << json_escape(machine) << "\",\n  \"device\": \"" << json_escape(device_description)
-       << "\",\n  \"backend\": \"" << backend << "\",\n"
-       << (simulated ? "  \"note\": \"" + std::string(simulated_notice) + "\",\n" : std::string())
-       << "  \"benchmarks\": [\n";
-  for (std::size_t i = 0; i < results.size(); ++i) {
-    const result& r = results[i];
-    std::snprintf(line, sizeof line,
-                  "    {\"name\": \"%s\", \"bytes\": %zu, \"ferry\": %.6g, \"raw\": %.6g, \"unit\": \"%s\", "
-                  "\"ratio\": %.4f, \"trials\": %d}%s\n",
-                  json_escape(r.name).c_str(), r.bytes, r.ferry_figure(), r.raw_figure(), r.unit().c_str(), r.ratio(),
-                  r.trials, i + 1 < results.size() ? "," : "");
-    json << line;
-  }
-  json << "  ]\n}\n";
-}
-
-options parse_options(int argc, char** argv) {
-  options parsed;
-  for (int i = 1; i < argc; ++i) {
-    std::string argument = argv[i];
-    if ((argument == "--out" || argument == "--machine") && i + 1 < argc) {
-      (argument == "--out" ? parsed.out_dir : parsed.machine) = argv[++i];
-    } else {
-      throw std::invalid_argument("unknown argument " + argument + " (expected --out DIR, --machine NAME)");
-    }
-  }
-  return parsed;
-}
-
-std::string machine_name(const options& parsed, const std::string& backend, const std::string& device_name,
-                         const std::string& other) {
-  if (!parsed.machine.empty()) return parsed.machine;
-  if (backend == "sim") return "sim";
-  return device_name.find("H200") != std::string::npos ? "h200" : other;
+  json << boost::json::serialize(report_json(results, machine, device_description, backend)) << "\n";
 }
 
 }  // namespace ferry::bench

@@ -78,21 +78,9 @@ std::function<void()> repeated(std::size_t times, Body body) {
 // A size as rows name it: "4KiB", "16MiB", "4GiB" (the largest unit that divides it).
 std::string size_name(std::size_t bytes);
 
-// Writes the results as a table (stdout and <dir>/<machine>.md) and JSON (<dir>/<machine>.json): one
-// object per benchmark with name, bytes, ferry and raw figures, unit, ratio and trials.
+// Writes the results as a table (stdout and <dir>/<machine>.md) and JSON (<dir>/<machine>.json, as
+// report_json.hpp lays it out).
 void write_report(const std::vector<result>& results, const std::string& dir, const std::string& machine,
                   const std::string& device_description, const std::string& backend);
-
-// "--out DIR" and "--machine NAME" from the command line, with defaults.
-struct options {
-  std::string out_dir = "bench/results";
-  std::string machine;  // empty: derived from the device name ("h200" for an H200, "sim" on sim)
-};
-options parse_options(int argc, char** argv);
-
-// The machine a report is named after: --machine when given; else "sim" on the simulated driver (backend
-// "sim"), "h200" on an H200 and `other` on any other device.
-std::string machine_name(const options& parsed, const std::string& backend, const std::string& device_name,
-                         const std::string& other = "gpu");
 
 }  // namespace ferry::bench

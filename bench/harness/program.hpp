@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "bench/harness/comparison.hpp"
+#include "bench/harness/options.hpp"
 #include "ferry/ferry.hpp"
 
 namespace ferry::bench {
@@ -20,7 +21,13 @@ struct primary_device {
 // What a comparison program holds from its start to its report: the command line (--out, --machine),
 // the device it measures and the backend.
 struct comparison_program {
-  comparison_program(int argc, char** argv) : options(parse_options(argc, argv)) {}
+  // `summary` heads the benchmark's --help.
+  comparison_program(int argc, char** argv, const char* summary = default_summary)
+      : options(parse_options(argc, argv, summary)) {}
+
+  static constexpr const char* default_summary =
+      "ferry against the raw driver, same process, interleaved trials; the report goes to\n"
+      "<out>/<machine>-<suite>.{json,md}";
 
   // Writes the results as the report <machine>-<suite> under --out (machine_name names the machine,
   // `other_machine` where the device is neither the sim nor an H200).

@@ -7,7 +7,10 @@
 //
 // Defaults are the H200 configuration (64 connections, 4 KiB to 64 MiB, 45 s per server: about 100 s in
 // all with the setup); on sim they shrink (8 connections, 4 KiB to 1 MiB, 5 s) so a CI machine can run it.
+// `pipeline_load --connect HOST:PORT` drives a pipeline_server that is already running instead.
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 
 #include <cstdio>
 #include <iostream>
@@ -16,13 +19,14 @@
 #include <thread>
 
 #include "bench/harness/comparison.hpp"
+#include "bench/harness/options.hpp"
 #include "bench/pipeline_load/load_generator.hpp"
 #include "bench/pipeline_load/thread_pool_stage.hpp"
 #include "examples/pipeline_server/ferry_stage.hpp"
-#include "examples/pipeline_server/flags.hpp"
 #include "examples/pipeline_server/server.hpp"
 #include "ferry/backend.hpp"
 #include "ferry/context.hpp"
+#include "tools/command_line/command_line.hpp"
 
 using namespace ferry;
 using namespace ferry::pipeline;
@@ -30,8 +34,8 @@ using namespace ferry::pipeline;
 namespace {
 
 struct settings {
-  std::string out_dir = "bench/results";
-  std::string machine;
+  bench::options output;
+  std::string connect;  // HOST:PORT of a server already running; empty: both servers run here
   load_options load = [] {
     load_options o;
     o.threads = 6;  // the client checks every word of every reply: it must not be what limits the run
@@ -40,6 +44,11 @@ struct settings {
   std::size_t server_io_threads = 4;
   std::size_t baseline_threads = 8;  // as many workers as a thread-pool server would give its GPU calls
 };
+
+constexpr const char* summary =
+    "The pipeline server under load, ferry against a thread-pool baseline, same process, same load\n"
+    "(report: <out>/<machine>-pipeline.{json,md}). With --connect it drives a server that is already\n"
+    "running instead, alone: no baseline, no report; it exits 1 when any reply was wrong.";
 
 settings parse(int argc, char** argv, bool on_sim) {
   settings s;
@@ -51,28 +60,63 @@ settings parse(int argc, char** argv, bool on_sim) {
     s.baseline_threads = 2;
     s.load.threads = 2;
   }
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) throw std::invalid_argument(flag + ": missing value (or unknown flag)");
-    const std::string value = argv[++i];
-    if (flag == "--out") s.out_dir = value;
-    else if (flag == "--machine") s.machine = value;
-    else if (flag == "--seconds") s.load.duration = std::chrono::seconds(flag_number(flag, value));
-    else if (flag == "--connections") s.load.connections = flag_number(flag, value);
-    else if (flag == "--requests-per-connection") s.load.requests_per_connection = flag_number(flag, value);
-    else if (flag == "--min-bytes") s.load.min_bytes = flag_number(flag, value);
-    else if (flag == "--max-bytes") s.load.max_bytes = flag_number(flag, value);
-    else if (flag == "--client-threads") s.load.threads = flag_number(flag, value);
-    else if (flag == "--server-threads") s.server_io_threads = flag_number(flag, value);
-    else if (flag == "--baseline-threads") s.baseline_threads = flag_number(flag, value);
-    else {
-      throw std::invalid_argument("unknown flag " + flag +
-                                  " (expected --out DIR, --machine NAME, --seconds N, --connections N, "
-                                  "--requests-per-connection N, --min-bytes N, --max-bytes N, --client-threads N, "
-                                  "--server-threads N, --baseline-threads N)");
-    }
+  tools::command_line command(bench::program_name(argv[0]), summary);
+  bench::add_report_flags(command, s.output);
+  command.text("connect", s.connect, "HOST:PORT of a pipeline_server to drive instead of starting servers here")
+      .duration<std::chrono::seconds>("seconds", s.load.duration, "how long each server is driven")
+      .number("connections", s.load.connections, "client connections, each sending one request at a time")
+      .number("requests-per-connection", s.load.requests_per_connection, "requests per connection (0: for --seconds)")
+      .number("min-bytes", s.load.min_bytes, "smallest payload")
+      .number("max-bytes", s.load.max_bytes, "largest payload (sizes spread log-uniformly in between)")
+      .number("client-threads", s.load.threads, "client io threads (they also check every reply)")
+      .number("server-threads", s.server_io_threads, "io threads of each server started here")
+      .number("baseline-threads", s.baseline_threads, "workers of the thread-pool baseline's GPU step");
+  command.parse_or_exit(argc, argv, std::cout);
+  if (!s.connect.empty() && s.connect.rfind(':') == std::string::npos) {
+    command.exit_with_usage_error("--connect: '" + s.connect + "' is not HOST:PORT");
   }
   return s;
+}
+
+// HOST:PORT (HOST a name or an address; [v6] in brackets) as an endpoint, through the resolver.
+boost::asio::ip::tcp::endpoint endpoint_of(const std::string& host_port) {
+  const std::size_t colon = host_port.rfind(':');
+  std::string host = host_port.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::resolver resolver(io);
+  boost::system::error_code error;
+  const auto found = resolver.resolve(host, host_port.substr(colon + 1), error);
+  if (error || found.empty()) {
+    throw std::runtime_error("--connect " + host_port + ": cannot resolve: " + error.message());
+  }
+  return found.begin()->endpoint();
+}
+
+void print_report(const std::string& label, const load_report& report) {
+  std::cout << label << ": " << report.requests << " requests in " << report.seconds << " s, "
+            << report.gigabytes_per_second() << " GB/s, " << report.requests_per_second() << " requests/s, latency p50 "
+            << report.latency_percentile(0.5) * 1e6 << " us, p99 " << report.latency_percentile(0.99) * 1e6
+            << " us, p999 " << report.latency_percentile(0.999) * 1e6 << " us; failures " << report.failures << "\n";
+  for (const std::string& message : report.failure_messages) std::cout << "  " << message << "\n";
+}
+
+void require_clean(const std::string& label, const load_report& report) {
+  if (report.failures > 0 || report.requests == 0) {
+    throw std::runtime_error(label + ": " + std::to_string(report.failures) + " failed requests, " +
+                             std::to_string(report.requests) + " checked");
+  }
+}
+
+// --connect: the load on a server this process did not start.
+int drive_running_server(const settings& s) {
+  load_options load = s.load;
+  load.server = endpoint_of(s.connect);
+  load.label = "pipeline " + s.connect;
+  const load_report report = run_load(load);
+  print_report(load.label, report);
+  require_clean(load.label, report);
+  return 0;
 }
 
 load_report drive(const settings& s, const server::stage_factory& make_stage, const std::string& label) {
@@ -88,18 +132,11 @@ load_report drive(const settings& s, const server::stage_factory& make_stage, co
   load.server = srv.endpoint();
   load.label = label;
   load_report report = run_load(load);
-  std::cout << label << ": " << report.requests << " requests in " << report.seconds << " s, "
-            << report.gigabytes_per_second() << " GB/s, " << report.requests_per_second() << " requests/s, latency p50 "
-            << report.latency_percentile(0.5) * 1e6 << " us, p99 " << report.latency_percentile(0.99) * 1e6
-            << " us, p999 " << report.latency_percentile(0.999) * 1e6 << " us; failures " << report.failures << "\n";
-  for (const std::string& message : report.failure_messages) std::cout << "  " << message << "\n";
+  print_report(label, report);
   std::cout << srv.metrics_text() << std::flush;
   srv.shutdown();
   srv.wait();
-  if (report.failures > 0 || report.requests == 0) {
-    throw std::runtime_error(label + ": " + std::to_string(report.failures) + " failed requests, " +
-                             std::to_string(report.requests) + " checked");
-  }
+  require_clean(label, report);
   return report;
 }
 
@@ -120,6 +157,7 @@ bench::result latency(const std::string& name, const load_report& f, const load_
 int main(int argc, char** argv) try {
   const bool on_sim = active_backend() == backend::sim;
   const settings s = parse(argc, argv, on_sim);
+  if (!s.connect.empty()) return drive_running_server(s);
   const device gpu_device = device::get(0);
   context primary = context::primary(gpu_device);
   const std::string backend_name(to_string(active_backend()));
@@ -144,12 +182,8 @@ int main(int argc, char** argv) try {
       latency(prefix + "_latency_p99", with_ferry, baseline, 0.99),
       latency(prefix + "_latency_p999", with_ferry, baseline, 0.999),
   };
-  const std::string machine = s.machine.empty()
-                                  ? (on_sim ? std::string("sim")
-                                     : gpu_device.name().find("H200") != std::string::npos ? std::string("h200")
-                                                                                          : std::string("gpu"))
-                                  : s.machine;
-  bench::write_report(results, s.out_dir, machine + "-pipeline", gpu_device.name(), backend_name);
+  const std::string machine = bench::machine_name(s.output, backend_name, gpu_device.name());
+  bench::write_report(results, s.output.out_dir, machine + "-pipeline", gpu_device.name(), backend_name);
   std::cout << "ferry / baseline: throughput " << results[0].ratio() << "x, p99 latency " << results[3].ratio()
             << "x (above 1: ferry better)\n";
   return 0;

@@ -10,7 +10,7 @@
 // column) beside the same figure of the early third (the "raw" column, the baseline): ratio = early /
 // late, so a ratio under 1 means growth (for soak_op_time_us, a slowdown).
 //
-// usage: soak [--out DIR] [--machine NAME] [--seconds N] [--workers N]
+// usage: soak [--out DIR] [--machine NAME] [--seconds N] [--workers N] (soak --help)
 // FERRY_SOAK_SECONDS=N sets the duration too (the flag wins); 0 skips the soak (exit 0, no records),
 // for bundle runs that leave it out.
 #include <boost/asio/io_context.hpp>
@@ -31,11 +31,13 @@
 #include <vector>
 
 #include "bench/harness/comparison.hpp"
+#include "bench/harness/options.hpp"
 #include "bench/harness/program.hpp"
 #include "ferry/backend.hpp"
 #include "ferry/engine.hpp"
 #include "ferry/marshal.hpp"
 #include "tests/stress/random_workload.hpp"
+#include "tools/command_line/command_line.hpp"
 
 namespace asio = boost::asio;
 using namespace ferry;
@@ -50,31 +52,18 @@ struct soak_settings {
   std::size_t workers = 1000;
 };
 
-double number_after(const std::string& flag, int& i, int argc, char** argv) {
-  if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value");
-  const std::string text = argv[++i];
-  std::size_t used = 0;
-  const double value = std::stod(text, &used);
-  if (used != text.size() || value < 0) throw std::invalid_argument(flag + " " + text + " is not a number >= 0");
-  return value;
-}
-
 soak_settings parse(int argc, char** argv) {
   soak_settings settings;
   settings.seconds = active_backend() == backend::sim ? 10 : 300;
   if (const char* text = std::getenv("FERRY_SOAK_SECONDS"); text && *text) settings.seconds = std::atof(text);
-  std::vector<char*> rest{argv[0]};
-  for (int i = 1; i < argc; ++i) {
-    const std::string argument = argv[i];
-    if (argument == "--seconds") {
-      settings.seconds = number_after(argument, i, argc, argv);
-    } else if (argument == "--workers") {
-      settings.workers = static_cast<std::size_t>(number_after(argument, i, argc, argv));
-    } else {
-      rest.push_back(argv[i]);
-    }
-  }
-  settings.output = bench::parse_options(static_cast<int>(rest.size()), rest.data());
+  tools::command_line command(bench::program_name(argv[0]),
+                              "1,000 coroutines of random verified operations while the process's memory is sampled\n"
+                              "every second; exits 1 when anything grew past its bound (report: <out>/<machine>-soak).\n"
+                              "FERRY_SOAK_SECONDS sets the duration too (the flag wins); 0 skips the soak.");
+  bench::add_report_flags(command, settings.output);
+  command.number("seconds", settings.seconds, "how long the workload runs")
+      .number("workers", settings.workers, "coroutines running the workload");
+  command.parse_or_exit(argc, argv, std::cout);
   return settings;
 }
 

@@ -5,67 +5,46 @@
 
 #include <csignal>
 #include <ostream>
-#include <stdexcept>
-#include <string>
 
 #include "examples/pipeline_server/ferry_stage.hpp"
-#include "examples/pipeline_server/flags.hpp"
 #include "examples/pipeline_server/server.hpp"
 #include "ferry/backend.hpp"
+#include "tools/command_line/command_line.hpp"
 
 namespace asio = boost::asio;
 
 namespace ferry::pipeline {
 namespace {
 
-constexpr const char* usage =
-    "usage: pipeline_server [--address IP] [--port N] [--metrics-port N] [--max-payload BYTES]\n"
-    "                       [--memory-budget BYTES] [--deadline-ms N] [--write-deadline-ms N]\n"
-    "                       [--grace-ms N] [--io-threads N] [--header-deadline-ms N]\n"
-    "                       [--max-connections N] [--gpu-lanes N] [--payload-prefix BYTES]\n"
-    "defaults: 127.0.0.1, ephemeral ports, 256 MiB, 2 GiB, 30000 ms, 10000 ms, 10000 ms, 4, 10000 ms,\n"
-    "          1024, 64, 65536\n";
+constexpr const char* summary =
+    "The pipeline server: requests in over TCP, through ferry's engine and the GPU, results out; Prometheus\n"
+    "metrics over HTTP. Serves until SIGINT or SIGTERM, then lets in-flight requests finish.";
 
-unsigned short port_number(const std::string& flag, const std::string& text) {
-  const unsigned long long value = flag_number(flag, text);
-  if (value > 65535) throw std::invalid_argument(flag + ": " + text + " is not a port (0 to 65535)");
-  return static_cast<unsigned short>(value);
-}
-
-server_options parse(int argc, char** argv) {
+server_options parse(int argc, char** argv, std::ostream& out) {
   server_options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) throw std::invalid_argument(flag + ": missing value (or unknown flag)\n" + usage);
-    const std::string value = argv[++i];
-    if (flag == "--address") o.address = value;
-    else if (flag == "--port") o.port = port_number(flag, value);
-    else if (flag == "--metrics-port") o.metrics_port = port_number(flag, value);
-    else if (flag == "--max-payload") o.max_payload_bytes = flag_number(flag, value);
-    else if (flag == "--memory-budget") o.memory_budget_bytes = flag_number(flag, value);
-    else if (flag == "--deadline-ms") o.request_deadline = std::chrono::milliseconds(flag_number(flag, value));
-    else if (flag == "--write-deadline-ms") o.write_deadline = std::chrono::milliseconds(flag_number(flag, value));
-    else if (flag == "--grace-ms") o.shutdown_grace = std::chrono::milliseconds(flag_number(flag, value));
-    else if (flag == "--io-threads") o.io_threads = flag_number(flag, value);
-    else if (flag == "--header-deadline-ms") o.header_deadline = std::chrono::milliseconds(flag_number(flag, value));
-    else if (flag == "--max-connections") o.max_connections = flag_number(flag, value);
-    else if (flag == "--gpu-lanes") o.gpu_lanes = flag_number(flag, value);
-    else if (flag == "--payload-prefix") o.payload_prefix_bytes = flag_number(flag, value);
-    else throw std::invalid_argument("unknown flag " + flag + "\n" + usage);
-  }
+  tools::command_line command("pipeline_server", summary);
+  command.text("address", o.address, "the IP address both ports listen on")
+      .number("port", o.port, "the request port (0: an ephemeral one, printed at start)")
+      .number("metrics-port", o.metrics_port, "the metrics port (0: an ephemeral one, printed at start)")
+      .number("max-payload", o.max_payload_bytes, "largest request payload, bytes")
+      .number("memory-budget", o.memory_budget_bytes, "host and device buffer bytes leased or kept for reuse")
+      .duration<std::chrono::milliseconds>("deadline-ms", o.request_deadline, "from a request's header to its result")
+      .duration<std::chrono::milliseconds>("header-deadline-ms", o.header_deadline,
+                                           "for a whole request header to arrive")
+      .duration<std::chrono::milliseconds>("write-deadline-ms", o.write_deadline, "for writing one reply")
+      .duration<std::chrono::milliseconds>("grace-ms", o.shutdown_grace, "for in-flight requests at shutdown")
+      .number("io-threads", o.io_threads, "threads serving the sockets")
+      .number("max-connections", o.max_connections, "connections served at once; more are answered busy")
+      .number("gpu-lanes", o.gpu_lanes, "GPU streams shared by all connections")
+      .number("payload-prefix", o.payload_prefix_bytes, "payload bytes that must arrive before buffers are leased");
+  command.parse_or_exit(argc, argv, out);
   return o;
 }
 
 }  // namespace
 
 int run_command(int argc, char** argv, std::ostream& out) {
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
-      out << usage;
-      return 0;
-    }
-  }
-  const server_options options = parse(argc, argv);
+  const server_options options = parse(argc, argv, out);
   // Registered before the server's threads start, so that no signal finds the default action.
   asio::io_context signals_io;
   asio::signal_set signals(signals_io, SIGINT, SIGTERM);

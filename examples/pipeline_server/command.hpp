@@ -7,9 +7,9 @@
 
 namespace ferry::pipeline {
 
-// Returns 0 after a signal-initiated shutdown (or after printing the usage for --help). Throws
-// std::invalid_argument for bad flags (naming the flag and its value) and what the server's constructor
-// throws.
+// Returns 0 after a signal-initiated shutdown. Exits the process with status 0 after writing the usage
+// for --help, and with status 2 after naming a flag it cannot accept (tools/command_line). Throws what
+// the server's constructor throws (std::invalid_argument for options that cannot work together).
 int run_command(int argc, char** argv, std::ostream& out);
 
 }  // namespace ferry::pipeline

@@ -108,16 +108,22 @@ class client {
   boost::asio::ip::tcp::socket socket_;
 };
 
-// The whole answer (status line, headers, body) of an HTTP/1.0 GET of `path`, as a scraper would read it.
-inline std::string http_get(const boost::asio::ip::tcp::endpoint& server, const std::string& path) {
+// The whole answer (status line, headers, body) of an HTTP/1.0 request (`method` `path`, no body), as
+// a scraper would read it.
+inline std::string http_request(const boost::asio::ip::tcp::endpoint& server, const std::string& method,
+                                const std::string& path) {
   boost::asio::io_context io;
   boost::asio::ip::tcp::socket s(io);
   s.connect(server);
-  boost::asio::write(s, boost::asio::buffer("GET " + path + " HTTP/1.0\r\nHost: test\r\n\r\n"));
+  boost::asio::write(s, boost::asio::buffer(method + " " + path + " HTTP/1.0\r\nHost: test\r\n\r\n"));
   std::string text;
   boost::system::error_code end;
   boost::asio::read(s, boost::asio::dynamic_buffer(text), end);  // until the server closes
   return text;
+}
+
+inline std::string http_get(const boost::asio::ip::tcp::endpoint& server, const std::string& path) {
+  return http_request(server, "GET", path);
 }
 
 }  // namespace ferry::testing

@@ -318,6 +318,34 @@ BOOST_AUTO_TEST_CASE(metrics_endpoint_serves_prometheus_text) {
     BOOST_CHECK_MESSAGE(text.find(line) != std::string::npos, "the scrape lacks \"" << line << "\":\n" << text);
   }
   BOOST_CHECK(http_get(srv->metrics_endpoint(), "/other").find("HTTP/1.0 404 Not Found") == 0);
+  BOOST_CHECK(http_get(srv->metrics_endpoint(), "/metrics?name=x").find("HTTP/1.0 200 OK") == 0);
+}
+
+BOOST_AUTO_TEST_CASE(metrics_endpoint_answers_another_method_with_405_and_the_allowed_one) {
+  start();
+  const std::string text = http_request(srv->metrics_endpoint(), "POST", "/metrics");
+  BOOST_CHECK_MESSAGE(text.find("HTTP/1.0 405 Method Not Allowed") == 0, text);
+  BOOST_CHECK_MESSAGE(text.find("Allow: GET") != std::string::npos, text);
+  BOOST_CHECK(http_request(srv->metrics_endpoint(), "DELETE", "/other").find("HTTP/1.0 404 Not Found") == 0);
+}
+
+BOOST_AUTO_TEST_CASE(metrics_scrape_without_a_whole_header_is_closed_at_the_header_deadline) {
+  pipeline::server_options options = small_server_options();
+  options.header_deadline = std::chrono::milliseconds(200);
+  start(options);
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::socket scraper(io);
+  scraper.connect(srv->metrics_endpoint());
+  boost::asio::write(scraper, boost::asio::buffer(std::string("GET /metrics HTTP/1.0\r\n")));  // never ends
+  const auto sent = std::chrono::steady_clock::now();
+  char byte = 0;
+  boost::system::error_code closed;
+  const std::size_t read = scraper.read_some(boost::asio::buffer(&byte, 1), closed);
+  const auto waited = std::chrono::steady_clock::now() - sent;
+  BOOST_CHECK_EQUAL(read, 0u);
+  BOOST_CHECK(closed == boost::asio::error::eof || closed == boost::asio::error::connection_reset);
+  BOOST_CHECK(waited >= std::chrono::milliseconds(150));
+  BOOST_CHECK(waited < std::chrono::seconds(5));
 }
 
 BOOST_AUTO_TEST_CASE(shutdown_under_load_finishes_requests_in_flight_and_stops) {

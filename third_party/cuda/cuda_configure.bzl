@@ -1,4 +1,4 @@
-"""Exposes the system CUDA toolkit's headers (and nvcc) as the local repository @cuda.
+"""Exposes the system CUDA toolkit's headers (and nvcc) as a local repository (@ferry_cuda, made by deps.bzl).
 
 The toolkit is found at $CUDA_PATH, else /usr/local/cuda. Toolkits older than 12.8 are refused:
 ferry uses CUDA 12.8+ entry points (cuMemcpyBatchAsync) and the CUDA 13 location API.

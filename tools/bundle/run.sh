@@ -6,7 +6,7 @@
 #   1. every tests/<name> with FERRY_BACKEND=cuda (Boost.Test JUnit + log per binary), plus the
 #      env and args attributes of its Bazel target (test-settings.sh; they win over FERRY_BACKEND);
 #   2. every tests/<name> under compute-sanitizer, once per tool in RUN_SANITIZERS;
-#   3. every bench/<name> with FERRY_BACKEND=cuda --out OUTDIR/bench;
+#   3. every bench/<name> with FERRY_BACKEND=cuda (and --out OUTDIR/bench where it writes a report);
 #   4. a summary table, printed last and written to OUTDIR/summary.txt.
 #
 # Only a few files come back from OUTDIR, so it holds just:
@@ -297,10 +297,13 @@ run_bench() {
     B_STATUS[$name]="NOT RUN (time)"; B_LAST[$name]=""; B_SECS[$name]=0; NOT_RUN=1
     return
   fi
-  echo "[bench] $name --out $OUTDIR/bench"
+  # --out goes to the benchmarks that write a report (their --help lists it); the others refuse it.
+  local arguments=()
+  if "$BUNDLE/bench/$name" --help 2>/dev/null | grep -q -- '--out '; then arguments=(--out "$OUTDIR/bench"); fi
+  echo "[bench] $name ${arguments[*]}"
   CURRENT="bench:$name"
   t0="$(now)"
-  FERRY_BACKEND=cuda limited "$secs" "$log" "$BUNDLE/bench/$name" --out "$OUTDIR/bench"
+  FERRY_BACKEND=cuda limited "$secs" "$log" "$BUNDLE/bench/$name" "${arguments[@]}"
   rc=$?
   B_SECS[$name]=$(($(now) - t0))
   shorten "$log"
