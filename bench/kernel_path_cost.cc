@@ -257,7 +257,11 @@ std::vector<bench::result> beside_copy_engine_batches(fixture& s) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  const bench::comparison_program program(argc, argv);
+  const bench::comparison_program program(
+      argc, argv,
+      "what batched small copies cost a compute kernel beside them, per batch path (kernel, copy engine):\n"
+      "the kernel's time alone against its time with the copies; the report goes to\n"
+      "<out>/<machine>-kernel-path.{json,md}");
   const std::string device_name = program.on.gpu.name();
   std::cerr << "ferry kernel_path_cost on the " << program.backend << " backend: " << device_name << "\n";
   fixture s;
