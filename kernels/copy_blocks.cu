@@ -1,5 +1,7 @@
 // ferry_copy_blocks: many small copies in one launch (gather and scatter are lists of them), where
-// one cuMemcpyAsync per block would cost a few microseconds of launch each.
+// one cuMemcpyAsync per block would cost a few microseconds of launch each. ferry_copy_span: one long
+// copy moved by the SMs (a peer copy over NVLink, engine::copy_peer's kernel path), the same copy loop
+// with the whole grid as its threads.
 //
 // One block of threads per copied block: the block reads its source, destination and size once (a
 // broadcast load), and its threads walk the bytes together, so a warp always touches contiguous memory
@@ -83,4 +85,12 @@ extern "C" __global__ void __launch_bounds__(copy_block_threads) ferry_copy_bloc
   for (std::uint64_t b = blockIdx.x; b < p.count; b += gridDim.x) {
     copy_block(sources[b], destinations[b], sizes[b], threadIdx.x, blockDim.x);
   }
+}
+
+// Every thread of the grid takes every (grid size)-th unit of the span: a warp's accesses stay
+// contiguous, and each thread keeps four 16-byte loads in flight, which is what a copy that reads the
+// other GPU's memory over the link needs to hide that latency.
+extern "C" __global__ void __launch_bounds__(copy_span_threads) ferry_copy_span(copy_span_parameters p) {
+  const std::uint64_t threads = std::uint64_t{gridDim.x} * blockDim.x;
+  copy_block(p.source, p.destination, p.bytes, std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x, threads);
 }

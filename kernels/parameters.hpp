@@ -44,6 +44,14 @@ struct copy_blocks_parameters {
   std::uint64_t count;
 };
 
+// ferry_copy_span: `bytes` bytes from `source` to `destination` (device addresses, no alignment needed,
+// the ranges disjoint), by the whole grid.
+struct copy_span_parameters {
+  std::uint64_t source;
+  std::uint64_t destination;
+  std::uint64_t bytes;
+};
+
 // Threads per block, fixed at compile time so that the kernels can promise it in __launch_bounds__
 // (which lets ptxas budget registers for full occupancy) and the launcher cannot ask for more.
 // Fills: 256 threads, 8 blocks per SM at Hopper's 2048 resident threads, a common sweet spot for
@@ -54,5 +62,8 @@ inline constexpr unsigned fill_block_threads = 256;
 // 16-byte units each thread of a 1-D fill stores in its block's tile.
 inline constexpr unsigned fill_units_per_thread = 4;
 inline constexpr unsigned copy_block_threads = 128;
+// A span copy's blocks all take the same share, so the block size only sets how the grid's one wave
+// is cut: 256 threads, 8 blocks per SM.
+inline constexpr unsigned copy_span_threads = 256;
 
 }  // namespace ferry::detail::kernels

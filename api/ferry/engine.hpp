@@ -62,6 +62,7 @@
 #include "ferry/detail/engine_core.hpp"
 #include "ferry/detail/engine_initiation.hpp"
 #include "ferry/detail/memory_sides.hpp"
+#include "ferry/detail/peer_paths.hpp"
 #include "ferry/detail/stage_trace.hpp"
 #include "ferry/detail/transfer.hpp"
 #include "ferry/engine_options.hpp"
@@ -88,7 +89,8 @@ class engine {
   explicit engine(executor_type executor, engine_options options = {})
       : executor_(std::move(executor)),
         executor_registry_(detail::registry_of(detail::context_of(executor_))),
-        core_(std::make_shared<detail::engine_core>(options)) {}
+        core_(std::make_shared<detail::engine_core>(options)),
+        peer_(detail::make_peer_lanes(core_->context(), device::get(core_->device_ordinal()).handle(), options)) {}
 
   engine(const engine&) = delete;
   engine& operator=(const engine&) = delete;
@@ -221,6 +223,13 @@ class engine {
                           options, std::forward<Token>(token));
   }
 
+  // From memory of one context to memory of another (another device's, or another context's on one
+  // device). How it moves is transfer_options::peer, else engine_options::peer (see peer_path):
+  // one copy engine, the copy split over several streams, or a copy kernel on the engine's device.
+  // A split copy is still one op: it completes once, with the first failure of its pieces; it is
+  // cancellable until it is enqueued, and its pieces are on their streams together. Throws
+  // std::invalid_argument for bad ranges, null contexts and a path the devices cannot take, before
+  // anything is enqueued.
   template <storable S, storable T, class Token>
     requires std::is_same_v<std::remove_const_t<S>, T>
   auto copy_peer(device_ptr<S> source, context_ref source_context, device_ptr<T> destination,
@@ -232,9 +241,11 @@ class engine {
     requires std::is_same_v<std::remove_const_t<S>, T>
   auto copy_peer(device_ptr<S> source, context_ref source_context, device_ptr<T> destination,
                  context_ref destination_context, std::size_t count, transfer_options options, Token&& token) {
-    return start_transfer(core_->prepare_copy_peer("engine::copy_peer", count, sizeof(T), source.get(), source_context.get(),
-                                                   destination.get(), destination_context.get()),
-                          options, std::forward<Token>(token));
+    auto transfer = core_->prepare_copy_peer("engine::copy_peer", count, sizeof(T), source.get(), source_context.get(),
+                                             destination.get(), destination_context.get());
+    detail::choose_peer_path(transfer, options.peer, peer_, source_context.get(), destination_context.get());
+    options.peer = peer_path::automatic;  // taken
+    return start_transfer(std::move(transfer), options, std::forward<Token>(token));
   }
 
   // ---- memset (elements of 1, 2, 4, 8 or 16 bytes) and managed prefetch
@@ -293,6 +304,8 @@ class engine {
 
   // How many transfers each plan took so far (the planner's metric).
   ferry::plan_counts plan_counts() const noexcept { return core_->counts(); }
+  // How many copy_peer ops took each peer_path so far.
+  ferry::peer_counts peer_counts() const noexcept { return detail::counts_of(*peer_); }
 
   // The sticky error that poisoned the engine's context, if any: submits after it fail fast with it.
   std::error_code sticky_error() const noexcept { return core_->sticky_error(); }
@@ -315,6 +328,7 @@ class engine {
   template <class Signature, class Deliver, class Token>
   auto start(detail::prepared_transfer transfer, const transfer_options& options, Deliver deliver, Token&& token) {
     if (options.plan != transfer_plan::automatic) detail::force_plan(transfer, options.plan);
+    if (options.peer != peer_path::automatic) detail::refuse_peer_path(transfer, options.peer);
     if (options.batching != batch_path::automatic) {
       detail::choose_batch_path(transfer, options.batching, options.stream.has_value());
     }
@@ -361,6 +375,8 @@ class engine {
   executor_type executor_;
   std::shared_ptr<detail::pending_handlers::registry> executor_registry_;
   std::shared_ptr<detail::engine_core> core_;
+  // Shared with the split copies that use its streams: released with the last of them.
+  std::shared_ptr<detail::peer_lanes> peer_;
 };
 
 }  // namespace ferry

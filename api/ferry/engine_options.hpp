@@ -50,12 +50,32 @@ enum class batch_path {
 
 std::string_view to_string(batch_path path) noexcept;
 
-// Per-call choices: the stream, a forced plan, or both; or how the copy moves if it is batched. Given as
-// a stream, a plan, a braced pair, or a batch_path:
+// How a copy between two contexts moves (engine::copy_peer; engine_options::peer, transfer_options::peer).
+enum class peer_path {
+  // split for copies of at least engine_options::peer_split_min_bytes between two devices, else
+  // copy_engine. The kernel is never chosen on its own: it takes SMs from the caller's kernels.
+  automatic,
+  copy_engine,  // one cuMemcpyPeerAsync: one copy engine moves the bytes
+  // The copy cut into engine_options::peer_split_ways pieces on as many streams (so that several copy
+  // engines work at once), joined back into the op's stream by events: one op, one completion.
+  split,
+  // A copy kernel in the engine's context, reading or writing the other device's memory over the link
+  // (NVLink) with 16-byte accesses. A side in another context must be on another device that is a peer
+  // of the engine's (cuDeviceCanAccessPeer), with unified addressing; ferry enables the engine's
+  // context's access to that context if it is not enabled yet. Memory of a second context on the
+  // engine's own device is out of the kernel's reach: refused (invalid_argument).
+  kernel,
+};
+
+std::string_view to_string(peer_path path) noexcept;
+
+// Per-call choices: the stream, a forced plan, or both; how the copy moves if it is batched; how a
+// peer copy moves. Given as a stream, a plan, a braced pair, a batch_path or a peer_path:
 //   gpu.poke(host, dev, stream, token);
 //   gpu.poke(host, dev, transfer_plan::staged, token);
 //   gpu.poke(host, dev, {stream, transfer_plan::staged}, token);
 //   gpu.poke(host, dev, batch_path::kernel, token);
+//   gpu.copy_peer(src, src_ctx, dst, dst_ctx, n, peer_path::kernel, token);
 struct transfer_options {
   // The stream the op runs on, in submission order with the stream's other work. None: a pool stream.
   std::optional<stream_ref> stream = std::nullopt;
@@ -67,6 +87,9 @@ struct transfer_options {
   // while others do); automatic: engine_options::batching decides. A copy that cannot be batched (given
   // a stream, with a pageable side, not a plain 1-D copy) refuses any other value (invalid_argument).
   batch_path batching = batch_path::automatic;
+  // How a copy_peer moves; automatic: engine_options::peer decides. Other operations refuse any other
+  // value (invalid_argument), as does a path the devices cannot take (peer_path::kernel).
+  peer_path peer = peer_path::automatic;
 
   transfer_options() = default;
   // From a stream_ref or a ferry::stream (anything that converts to a stream_ref).
@@ -76,6 +99,7 @@ struct transfer_options {
       : stream(stream_ref(on)), plan(forced) {}
   transfer_options(transfer_plan forced) : plan(forced) {}  // NOLINT: implicit
   transfer_options(batch_path path) : batching(path) {}      // NOLINT: implicit
+  transfer_options(peer_path path) : peer(path) {}           // NOLINT: implicit
 };
 
 struct engine_options {
@@ -133,6 +157,13 @@ struct engine_options {
   // loaded) the engine stops trying the kernel.
   batch_path batching = batch_path::automatic;
   std::size_t batch_kernel_min_copies = 8;
+  // How copy_peer moves when the call does not say (peer_path). automatic splits copies of at least
+  // peer_split_min_bytes between two devices into peer_split_ways pieces (2 to 16), each on its own
+  // stream; smaller ones, and copies between two contexts of one device, take one copy engine.
+  // bench/peer_bandwidth measures every path beside cuMemcpyPeerAsync.
+  peer_path peer = peer_path::automatic;
+  std::size_t peer_split_min_bytes = std::size_t{8} << 20;
+  std::size_t peer_split_ways = 4;
   // Called with each transfer's plan once it is final (the trace event): on the initiating thread, except
   // for a registered plan, which is final only once the memory is registered, on an engine thread. A
   // transfer whose registration the driver refuses (its range overlaps memory registered already, or the
@@ -154,6 +185,14 @@ struct plan_counts {
   std::size_t driver_staged = 0;
   std::size_t copy_engine_batches = 0;  // batches moved by one cuMemcpyBatchAsync (or copy by copy after a refusal)
   std::size_t kernel_batches = 0;       // batches moved by one launch of the gather/scatter kernel
+};
+
+// How many copy_peer ops took each peer_path so far (engine::peer_counts()), counted when the path is
+// chosen (an op cancelled before it reached its stream is counted too).
+struct peer_counts {
+  std::size_t copy_engine = 0;
+  std::size_t split = 0;
+  std::size_t kernel = 0;
 };
 
 }  // namespace ferry

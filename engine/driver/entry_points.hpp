@@ -26,6 +26,7 @@
   X(cuDeviceGetAttribute, 2000)           \
   X(cuDeviceTotalMem, 3020)               \
   X(cuDeviceCanAccessPeer, 4000)          \
+  X(cuDeviceGetP2PAttribute, 8000)        \
   X(cuDevicePrimaryCtxRetain, 7000)       \
   X(cuDevicePrimaryCtxRelease, 11000)     \
   X(cuCtxCreate, 12050)                   \

@@ -69,4 +69,12 @@ void copy_blocks(const kernels::copy_blocks_parameters& p, ToHost&& to_host) {
   }
 }
 
+// ferry_copy_span.
+template <class ToHost>
+void copy_span(const kernels::copy_span_parameters& p, ToHost&& to_host) {
+  if (p.bytes == 0) return;
+  copy_range(p.source, p.destination, static_cast<const std::byte*>(to_host(p.source, p.bytes)),
+             static_cast<std::byte*>(to_host(p.destination, p.bytes)), p.bytes);
+}
+
 }  // namespace ferry::detail::host_kernels

@@ -85,4 +85,15 @@ CUresult make_copy_blocks_parameters(CUdeviceptr sources, CUdeviceptr destinatio
   return CUDA_SUCCESS;
 }
 
+CUresult make_copy_span_parameters(CUdeviceptr source, CUdeviceptr destination, std::size_t bytes,
+                                   kernels::copy_span_parameters& out) noexcept {
+  if (bytes != 0) {
+    if (!addressable(source, bytes) || !addressable(destination, bytes)) return CUDA_ERROR_INVALID_VALUE;
+    // The grid reads and writes in no particular order: overlapping ends would read bytes already written.
+    if (source < destination + bytes && destination < source + bytes) return CUDA_ERROR_INVALID_VALUE;
+  }
+  out = kernels::copy_span_parameters{source, destination, bytes};
+  return CUDA_SUCCESS;
+}
+
 }  // namespace ferry::detail

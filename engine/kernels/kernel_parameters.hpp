@@ -29,4 +29,9 @@ CUresult make_fill_2d_parameters(CUdeviceptr base, std::size_t pitch_bytes, std:
 CUresult make_copy_blocks_parameters(CUdeviceptr sources, CUdeviceptr destinations, CUdeviceptr sizes,
                                      std::size_t count, kernels::copy_blocks_parameters& out) noexcept;
 
+// For launch_copy_span: CUDA_ERROR_INVALID_VALUE unless, when bytes > 0, both ends are non-null ranges
+// within the address space that do not overlap.
+CUresult make_copy_span_parameters(CUdeviceptr source, CUdeviceptr destination, std::size_t bytes,
+                                   kernels::copy_span_parameters& out) noexcept;
+
 }  // namespace ferry::detail

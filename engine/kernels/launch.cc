@@ -55,6 +55,15 @@ CUresult launch_copy_blocks(CUdeviceptr sources, CUdeviceptr destinations, CUdev
   return launch(k.copy_blocks, copy_blocks_geometry(count), &p, stream);
 }
 
+CUresult launch_copy_span(CUdeviceptr source, CUdeviceptr destination, std::size_t bytes, CUstream stream) noexcept {
+  kernels::copy_span_parameters p{};
+  if (CUresult status = make_copy_span_parameters(source, destination, bytes, p); status != CUDA_SUCCESS) return status;
+  if (bytes == 0) return CUDA_SUCCESS;
+  loaded_kernels k;
+  if (CUresult status = current_kernels(k); status != CUDA_SUCCESS) return status;
+  return launch(k.copy_span, copy_span_geometry(bytes, k.resident_threads), &p, stream);
+}
+
 CUresult unload_kernels() noexcept { return unload_current_kernels(); }
 
 }  // namespace ferry::detail

@@ -45,6 +45,11 @@ CUresult launch_fill_2d(CUdeviceptr base, std::size_t pitch_bytes, std::size_t w
 CUresult launch_copy_blocks(CUdeviceptr sources, CUdeviceptr destinations, CUdeviceptr sizes, std::size_t count,
                             CUstream stream) noexcept;
 
+// Copies `bytes` bytes from `source` to `destination` with the SMs of the current context's device (the
+// whole grid on one span, 16-byte accesses where both ends are aligned alike modulo 16). Either end may be
+// another device's memory that the context reaches through peer access; the two ranges must not overlap.
+CUresult launch_copy_span(CUdeviceptr source, CUdeviceptr destination, std::size_t bytes, CUstream stream) noexcept;
+
 // Unloads the kernels from the current context if a launch loaded them there (CUDA_SUCCESS when it had
 // none); the next launch in the context loads them again. Returns cuModuleUnload's status, or
 // CUDA_ERROR_INVALID_CONTEXT when no context is current. Launches in the context must not race with it.

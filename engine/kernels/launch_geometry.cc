@@ -54,4 +54,12 @@ launch_geometry copy_blocks_geometry(std::uint64_t count) noexcept {
   return launch_geometry{std::min(count, max_grid_x), 1, kernels::copy_block_threads, 1};
 }
 
+// Enough blocks that each thread has its four 16-byte units per pass, at most one wave: the threads
+// loop over the span, so more blocks would only queue behind the first wave.
+launch_geometry copy_span_geometry(std::uint64_t bytes, std::uint64_t resident_threads) noexcept {
+  const std::uint64_t per_block = std::uint64_t{4} * 16 * kernels::copy_span_threads;
+  const std::uint64_t wave = std::max<std::uint64_t>(1, resident_threads / kernels::copy_span_threads);
+  return launch_geometry{std::min(ceil_div(bytes, per_block), wave), 1, kernels::copy_span_threads, 1};
+}
+
 }  // namespace ferry::detail

@@ -9,7 +9,8 @@ namespace ferry::detail {
 namespace {
 
 // In the order of loaded_kernels' functions.
-constexpr const char* kernel_names[] = {"ferry_fill_8", "ferry_fill_16", "ferry_fill_2d", "ferry_copy_blocks"};
+constexpr const char* kernel_names[] = {"ferry_fill_8", "ferry_fill_16", "ferry_fill_2d", "ferry_copy_blocks",
+                                       "ferry_copy_span"};
 
 // Leaked, as fatbin_module asks: the driver unloads the modules of live contexts at exit.
 fatbin_module& library_module() {
@@ -29,6 +30,7 @@ CUresult current_kernels(loaded_kernels& out) noexcept try {
   k.fill_16 = functions[1];
   k.fill_2d = functions[2];
   k.copy_blocks = functions[3];
+  k.copy_span = functions[4];
   out = k;
   return CUDA_SUCCESS;
 } catch (const std::bad_alloc&) {

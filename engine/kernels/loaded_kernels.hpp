@@ -13,6 +13,7 @@ struct loaded_kernels {
   CUfunction fill_16 = nullptr;
   CUfunction fill_2d = nullptr;
   CUfunction copy_blocks = nullptr;
+  CUfunction copy_span = nullptr;
   // Threads the context's device keeps resident at once (SMs x threads per SM): one full wave, which
   // the launches size their grids to.
   std::uint64_t resident_threads = 0;

@@ -72,6 +72,21 @@ BOOST_AUTO_TEST_CASE(each_device_has_the_default_memory_and_peers_only_with_othe
   BOOST_TEST(sim().cuDeviceCanAccessPeer(&can, 0, 5) == CUDA_ERROR_INVALID_DEVICE);
 }
 
+BOOST_AUTO_TEST_CASE(peer_attributes_describe_links_between_two_devices_only) {
+  BOOST_REQUIRE(sim().cuInit(0) == CUDA_SUCCESS);
+  int value = -1;
+  BOOST_TEST(sim().cuDeviceGetP2PAttribute(&value, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, 0, 1) == CUDA_SUCCESS);
+  BOOST_TEST(value == 1);
+  BOOST_TEST(sim().cuDeviceGetP2PAttribute(&value, CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK, 1, 0) == CUDA_SUCCESS);
+  BOOST_TEST(value == 0);
+  BOOST_TEST(sim().cuDeviceGetP2PAttribute(&value, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, 1, 1) ==
+             CUDA_ERROR_INVALID_DEVICE);
+  BOOST_TEST(sim().cuDeviceGetP2PAttribute(&value, static_cast<CUdevice_P2PAttribute>(99), 0, 1) ==
+             CUDA_ERROR_INVALID_VALUE);
+  BOOST_TEST(sim().cuDeviceGetP2PAttribute(nullptr, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, 0, 1) ==
+             CUDA_ERROR_INVALID_VALUE);
+}
+
 BOOST_AUTO_TEST_CASE(error_names_and_strings_are_the_drivers) {
   const std::pair<CUresult, std::pair<const char*, const char*>> expected[] = {
       {CUDA_SUCCESS, {"CUDA_SUCCESS", "no error"}},

@@ -28,6 +28,7 @@
 #include "tests/support/expect_error.hpp"
 #include "tests/support/io_helpers.hpp"
 #include "tests/support/peer_access.hpp"
+#include "tests/support/peer_memory.hpp"
 #include "tests/support/random_bytes.hpp"
 #include "tests/support/stream_gate.hpp"
 
@@ -42,55 +43,14 @@ using ferry::testing::same_bytes;
 namespace {
 
 constexpr std::size_t count = (1 << 20) + 5;
-const std::vector<std::uint32_t> poisoned(count, 0xA5A5A5A5u);
 
 // One staging chunk of 64 KiB: a staged poke of several chunks holds its stream's queue for as long
 // as its gate is closed (the cancellation-before-submission case).
 using engine_fixture = ferry::testing::engine_fixture<64 << 10, 1>;
 
-// Device memory of `owner`, written with `content`, read and freed with `owner` current.
-class memory_in {
- public:
-  memory_in(context_ref owner, const std::vector<std::uint32_t>& content) : owner_(owner) {
-    context_guard in_owner(owner_);
-    memory_.emplace(device_buffer<std::uint32_t>::allocate(content.size()));
-    poke_array(content.size(), content.data(), memory_->get());
-  }
-  memory_in(const memory_in&) = delete;
-  memory_in& operator=(const memory_in&) = delete;
-  ~memory_in() {
-    context_guard in_owner(owner_);
-    memory_.reset();
-  }
-  device_ptr<std::uint32_t> get() const { return memory_->get(); }
-  std::vector<std::uint32_t> read() const {
-    context_guard in_owner(owner_);
-    return peek_list_array(memory_->size(), memory_->get());
-  }
-
- private:
-  context_ref owner_;
-  std::optional<device_buffer<std::uint32_t>> memory_;
-};
-
-// A copy from one context to another: random values at the source, poison at the destination.
-struct peer_copy {
-  peer_copy(context_ref from, context_ref to, std::uint64_t seed)
-      : from(from), to(to), values(random_vector<std::uint32_t>(count, seed)), source(from, values),
-        destination(to, poisoned) {}
-
-  // engine::copy_peer of the whole array, with `rest` (an optional stream, then the token).
-  template <class... Rest>
-  auto start(engine& gpu, Rest&&... rest) {
-    return gpu.copy_peer(device_ptr<const std::uint32_t>(source.get()), from, destination.get(), to, count,
-                         std::forward<Rest>(rest)...);
-  }
-  bool landed() const { return same_bytes(destination.read(), values); }
-  bool untouched() const { return same_bytes(destination.read(), poisoned); }
-
-  context_ref from, to;
-  std::vector<std::uint32_t> values;
-  memory_in source, destination;
+// The copies of this suite: `count` values.
+struct peer_copy : ferry::testing::peer_copy {
+  peer_copy(context_ref from, context_ref to, std::uint64_t seed) : ferry::testing::peer_copy(from, to, seed, ::count) {}
 };
 
 // Both directions between the engine's context and `other`, one after the other, through use_awaitable.

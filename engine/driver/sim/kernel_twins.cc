@@ -47,6 +47,9 @@ void register_kernel_twins() {
     ferry::sim::register_kernel("ferry_copy_blocks",
                          twin_of<ferry::detail::kernels::copy_blocks_parameters>(
                              [](const ferry::detail::kernels::copy_blocks_parameters& p) { ferry::detail::host_kernels::copy_blocks(p, to_host); }));
+    ferry::sim::register_kernel("ferry_copy_span",
+                         twin_of<ferry::detail::kernels::copy_span_parameters>(
+                             [](const ferry::detail::kernels::copy_span_parameters& p) { ferry::detail::host_kernels::copy_span(p, to_host); }));
   });
 }
 
