@@ -162,3 +162,27 @@ BOOST_AUTO_TEST_CASE(copy_blocks_device_code_copies_every_block_and_nothing_else
     BOOST_CHECK_MESSAGE(same(expected, m.contents()), count << " blocks, grid " << shape.grid_x);
   }
 }
+
+BOOST_AUTO_TEST_CASE(copy_span_device_code_copies_the_span_and_nothing_else) {
+  // The launcher's grid on either GPU, and grids of 1 and 3 blocks that loop over the span many times;
+  // ends aligned alike modulo 16 or not, sizes from a byte to past a pass of the grid.
+  memory m(1 << 20, 7);
+  std::mt19937_64 generator(8);
+  const std::size_t half = (1 << 20) / 2;
+  for (int trial = 0; trial < 60; ++trial) {
+    const std::size_t size = 1 + (trial % 3 == 0 ? generator() % 40 : generator() % (half - 64));
+    std::size_t source = generator() % (half - size);
+    const std::size_t destination = half + generator() % (half - size);
+    if (trial % 2 == 0 && source >= 16) source -= (source + 16 - destination % 16) % 16;
+    ferry::detail::kernels::copy_span_parameters p{m.address(source), m.address(destination), size};
+    launch_geometry shape = ferry::detail::copy_span_geometry(size, resident_threads[trial % 2]);
+    if (trial % 4 == 1) shape.grid_x = 1;
+    if (trial % 4 == 3) shape.grid_x = 3;
+    m.reset();
+    run(shape, [&] { ferry_copy_span(p); });
+    bytes expected = m.initial();
+    std::memcpy(expected.data() + destination, m.initial().data() + source, size);
+    BOOST_CHECK_MESSAGE(same(expected, m.contents()), size << " bytes " << source << " -> " << destination << ", grid "
+                                                            << shape.grid_x);
+  }
+}

@@ -17,6 +17,7 @@
 #include <span>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "engine/driver/driver_table.hpp"
@@ -332,6 +333,47 @@ BOOST_AUTO_TEST_CASE(copy_blocks_copies_hundreds_of_blocks_of_random_sizes_at_ra
     std::memcpy(expected.data() + b.destination_offset, source.initial.data() + b.source_offset, b.size);
   }
   check_bytes("copy_blocks", expected, reference_copy(source, destination, table, list.count()), destination.read());
+}
+
+BOOST_AUTO_TEST_CASE(copy_span_copies_spans_at_every_alignment_and_nothing_around_them) {
+  // Sizes below one 16-byte unit, around a pass of the grid, and past one wave of threads; ends aligned
+  // alike modulo 16 (16-byte accesses) and not.
+  std::uint64_t seed = 65;
+  for (auto [source_offset, destination_offset, size] :
+       {std::tuple<std::size_t, std::size_t, std::size_t>{0, 0, 1}, {3, 19, 15}, {16, 48, 4096 * 16 + 5},
+        {1, 6, 100003}, {7, 7, (std::size_t{6} << 20) + 9}}) {
+    arena source(size + 64, arena::start::random, ++seed);
+    arena destination(size + 64, arena::start::poisoned, 0);
+    stream s = stream::create();
+    BOOST_REQUIRE_EQUAL(detail::launch_copy_span(source.base() + source_offset, destination.base() + destination_offset,
+                                                 size, s.get()),
+                        CUDA_SUCCESS);
+    s.synchronize();
+    bytes expected = destination.initial;
+    std::memcpy(expected.data() + destination_offset, source.initial.data() + source_offset, size);
+    host_mirror mirror;
+    mirror.add(source);
+    mirror.add(destination);
+    detail::kernels::copy_span_parameters p{};
+    BOOST_REQUIRE_EQUAL(detail::make_copy_span_parameters(source.base() + source_offset,
+                                                          destination.base() + destination_offset, size, p),
+                        CUDA_SUCCESS);
+    detail::host_kernels::copy_span(p, mirror);
+    BOOST_TEST_CONTEXT(size << " bytes from offset " << source_offset << " to offset " << destination_offset) {
+      check_bytes("copy_span", expected, mirror.of(destination), destination.read());
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(copy_span_refuses_overlapping_or_null_ends_before_anything_is_loaded) {
+  arena a(4096, arena::start::random, 67);
+  stream s = stream::create();
+  BOOST_CHECK_EQUAL(detail::launch_copy_span(a.base(), a.base() + 100, 200, s.get()), CUDA_ERROR_INVALID_VALUE);
+  BOOST_CHECK_EQUAL(detail::launch_copy_span(0, a.base(), 16, s.get()), CUDA_ERROR_INVALID_VALUE);
+  BOOST_CHECK_EQUAL(detail::launch_copy_span(a.base(), 0, 16, s.get()), CUDA_ERROR_INVALID_VALUE);
+  BOOST_CHECK_EQUAL(detail::launch_copy_span(0, 0, 0, s.get()), CUDA_SUCCESS);  // nothing to copy
+  s.synchronize();
+  BOOST_CHECK(a.read() == a.initial);
 }
 
 BOOST_AUTO_TEST_CASE(gather_packs_blocks_in_order_and_scatter_spreads_them_out_again) {
