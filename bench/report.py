@@ -94,6 +94,13 @@ FAST_PATHS = [
     ("managed_prefetch_256MiB", "managed memory prefetch"),
 ]
 
+# bench/peer_bandwidth's rows: device 0 -> 1 (peer_) or both at once (peer_bidir_), by the path named last.
+PEER_PATHS = {"": "automatic path", "_copy_engine": "one copy engine", "_split": "split over copy engines",
+              "_kernel": "copy kernel over NVLink"}
+PEER_LABELS = {f"peer{way}_256MiB{suffix}": f"{what}, 256 MiB, {path}"
+               for way, what in (("", "device 0 to 1"), ("_bidir", "both directions at once"))
+               for suffix, path in PEER_PATHS.items()}
+
 # name -> how to build it: source (a results file), kind, and its rows or columns.
 TABLES = {
     "headline": {"source": "h200.json", "kind": "rows", "rows": [(n, w) for n, w, _ in HEADLINE]},
@@ -109,7 +116,7 @@ TABLES = {
              "ratio": "early / late",
              "rows": [("soak_rss_MiB", "resident memory"), ("soak_pinned_MiB", "the engine's page-locked memory"),
                       ("soak_device_used_MiB", "device memory in use"), ("soak_op_time_us", "time per op")]},
-    "peer": {"source": "h200x2.json", "kind": "all", "columns": ("ferry", "raw driver")},
+    "peer": {"source": "h200x2.json", "kind": "all", "labels": PEER_LABELS, "columns": ("ferry", "raw driver")},
 }
 
 

@@ -153,6 +153,21 @@ BOOST_AUTO_TEST_CASE(links_say_what_the_driver_says_and_peer_access_lasts_as_lon
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_set_whose_link_query_or_peer_access_fails_throws_and_leaves_no_access_enabled,
+                     *ferry::testing::only_on_sim()) {
+  context first = context::primary(device::get(0)), second = context::primary(device::get(1));
+  // The first link's query; the second link's enabling, after the first link was enabled.
+  for (auto [entry_point, nth] : {std::pair{"cuDeviceGetP2PAttribute", 1u}, std::pair{"cuCtxEnablePeerAccess", 2u}}) {
+    BOOST_TEST_CONTEXT(entry_point << " call " << nth) {
+      sim::fail_call(entry_point, nth, CUDA_ERROR_INVALID_VALUE);
+      ferry::testing::expect_error<cuda_error>([&] { device_set set(io.get_executor(), {0, 1}); },
+                                               {entry_point, "CUDA_ERROR_INVALID_VALUE"});
+      sim::reset_faults();
+      ferry::testing::peer_access_both_ways enabled(first, second);  // neither way was left enabled
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(copies_between_two_devices_run_on_the_destinations_engine_with_every_path) {
   std::uint64_t seed = 820;
   {

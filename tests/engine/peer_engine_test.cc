@@ -153,18 +153,7 @@ BOOST_AUTO_TEST_CASE(cancel_of_a_gated_peer_copy_completes_only_after_the_gpu_is
   std::optional<ferry::testing::peer_access_both_ways> enabled;
   if (ferry::testing::devices_are_peers()) enabled.emplace(gpu.context(), other);
   peer_copy copy(gpu.context(), other, 411);
-  stream s = stream::create();
-  ferry::testing::stream_gate gate(s);
-  outcome result;
-  asio::cancellation_signal signal;
-  copy.start(gpu, stream_ref(s), asio::bind_cancellation_slot(signal.slot(), record(result)));
-  signal.emit(asio::cancellation_type::terminal);
-  ferry::testing::run_for_a_while(io, std::chrono::milliseconds(200));
-  BOOST_TEST(result.calls == 0);  // the copy is on the stream: the GPU still owns both arrays
-  gate.open();
-  BOOST_TEST(run_until(io, [&] { return result.calls == 1; }));
-  BOOST_TEST(result.error == asio::error::operation_aborted);
-  BOOST_TEST(copy.landed());  // work on the stream ran
+  ferry::testing::check_cancel_after_enqueue(io, gpu, copy);
 }
 
 BOOST_AUTO_TEST_CASE(cancel_of_a_peer_copy_queued_behind_a_gated_transfer_gives_up_without_submitting) {
@@ -173,30 +162,7 @@ BOOST_AUTO_TEST_CASE(cancel_of_a_peer_copy_queued_behind_a_gated_transfer_gives_
   std::optional<ferry::testing::peer_access_both_ways> enabled;
   if (ferry::testing::devices_are_peers()) enabled.emplace(gpu.context(), other);
   peer_copy copy(gpu.context(), other, 412);
-  // A staged poke of six chunks through the only staging chunk: chunk 0 sits behind the gate, the rest
-  // wait for the chunk, and the poke holds the stream's queue, so the peer copy behind it waits in the
-  // engine, not on the stream.
-  const std::size_t poke_count = (64 << 10) / 4 * 6;
-  auto poke_values = random_vector<std::uint32_t>(poke_count, 413);
-  auto poke_destination = gpu.allocate<std::uint32_t>(poke_count);
-  stream s = stream::create();
-  ferry::testing::stream_gate gate(s);
-  outcome poke_result, copy_result;
-  gpu.poke(std::span<const std::uint32_t>(poke_values), poke_destination.get(), {s, transfer_plan::staged},
-           record(poke_result));
-  asio::cancellation_signal signal;
-  copy.start(gpu, stream_ref(s), asio::bind_cancellation_slot(signal.slot(), record(copy_result)));
-  signal.emit(asio::cancellation_type::terminal);
-  // It gives up when its turn comes, once the poke's last chunk is on the stream, without submitting.
-  ferry::testing::run_for_a_while(io);
-  BOOST_TEST(poke_result.calls + copy_result.calls == 0);
-  gate.open();
-  BOOST_TEST(run_until(io, [&] { return poke_result.calls == 1 && copy_result.calls == 1; }));
-  BOOST_TEST(copy_result.error == asio::error::operation_aborted);
-  BOOST_TEST(copy_result.bytes == 0u);
-  BOOST_TEST(!poke_result.error);
-  BOOST_TEST(same_bytes(peek_list_array(poke_count, poke_destination.get()), poke_values));
-  BOOST_TEST(copy.untouched());
+  ferry::testing::check_cancel_before_enqueue(io, gpu, copy);
 }
 
 BOOST_AUTO_TEST_CASE(a_peer_copy_the_driver_refuses_completes_with_its_status,

@@ -191,50 +191,20 @@ BOOST_AUTO_TEST_CASE(an_engine_refuses_peer_settings_it_cannot_use) {
                                                       {"engine: peer 5 is not a peer_path"});
 }
 
-BOOST_AUTO_TEST_CASE(cancel_of_a_gated_split_copy_completes_only_after_the_gpu_is_done) {
-  peer_copy copy(gpu.context(), gpu.context(), 550, count);
-  stream s = stream::create();
-  ferry::testing::stream_gate gate(s);
-  outcome result;
-  asio::cancellation_signal signal;
-  copy.start(gpu, transfer_options{s}, asio::bind_cancellation_slot(signal.slot(), record(result)));
-  signal.emit(asio::cancellation_type::terminal);
-  ferry::testing::run_for_a_while(io, std::chrono::milliseconds(200));
-  BOOST_TEST(result.calls == 0);  // its pieces wait behind the gate: the GPU still owns both arrays
-  gate.open();
-  BOOST_TEST(run_until(io, [&] { return result.calls == 1; }));
-  BOOST_TEST(result.error == asio::error::operation_aborted);
-  BOOST_TEST(copy.landed());  // every piece on the streams ran
+BOOST_AUTO_TEST_CASE(cancel_of_a_gated_split_or_kernel_copy_completes_only_after_the_gpu_is_done) {
+  for (peer_path path : {peer_path::split, peer_path::kernel}) {
+    BOOST_TEST_CONTEXT("peer_path " << path_name(path)) {
+      peer_copy copy(gpu.context(), gpu.context(), 550, count);
+      ferry::testing::check_cancel_after_enqueue(io, gpu, copy, path);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(cancel_of_a_split_or_kernel_copy_queued_behind_a_gated_transfer_gives_up_without_submitting) {
   for (peer_path path : {peer_path::split, peer_path::kernel}) {
     BOOST_TEST_CONTEXT("peer_path " << path_name(path)) {
       peer_copy copy(gpu.context(), gpu.context(), 560, count);
-      // A staged poke of six chunks through the only staging chunk holds the stream's queue: the peer copy
-      // behind it waits in the engine, not on the stream.
-      const std::size_t poke_count = (64 << 10) / 4 * 6;
-      auto poke_values = ferry::testing::random_vector<std::uint32_t>(poke_count, 561);
-      auto poke_destination = gpu.allocate<std::uint32_t>(poke_count);
-      stream s = stream::create();
-      ferry::testing::stream_gate gate(s);
-      outcome poke_result, copy_result;
-      gpu.poke(std::span<const std::uint32_t>(poke_values), poke_destination.get(), {s, transfer_plan::staged},
-               record(poke_result));
-      asio::cancellation_signal signal;
-      transfer_options on_s{s};
-      on_s.peer = path;
-      copy.start(gpu, on_s, asio::bind_cancellation_slot(signal.slot(), record(copy_result)));
-      signal.emit(asio::cancellation_type::terminal);
-      ferry::testing::run_for_a_while(io);
-      BOOST_TEST(poke_result.calls + copy_result.calls == 0);
-      gate.open();
-      BOOST_TEST(run_until(io, [&] { return poke_result.calls == 1 && copy_result.calls == 1; }));
-      BOOST_TEST(copy_result.error == asio::error::operation_aborted);
-      BOOST_TEST(copy_result.bytes == 0u);
-      BOOST_TEST(!poke_result.error);
-      BOOST_TEST(ferry::testing::same_bytes(peek_list_array(poke_count, poke_destination.get()), poke_values));
-      BOOST_TEST(copy.untouched());
+      ferry::testing::check_cancel_before_enqueue(io, gpu, copy, path);
     }
   }
 }
