@@ -228,7 +228,8 @@ class engine {
   // one copy engine, the copy split over several streams, or a copy kernel on the engine's device.
   // A split copy is still one op: it completes once, with the first failure of its pieces; it is
   // cancellable until it is enqueued, and its pieces are on their streams together. Throws
-  // std::invalid_argument for bad ranges, null contexts and a path the devices cannot take, before
+  // std::invalid_argument for bad ranges, null contexts and a path the devices cannot take, and
+  // cuda_error when the kernel path's device queries or its enabling of peer access fail, before
   // anything is enqueued.
   template <storable S, storable T, class Token>
     requires std::is_same_v<std::remove_const_t<S>, T>
