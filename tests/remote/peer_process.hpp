@@ -1,10 +1,6 @@
-// The other process of the two-process tests: the test binary started again (/proc/self/exe) with
-// FERRY_REMOTE_PEER set, which runs the peer (peer_process.cc) before Boost.Test's main. The peer
-// connects to the test's listener, registers `bytes` of seeded random memory, sends its descriptor as
-// its first message, then answers messages: 'E' + bytes: echo the bytes; 'Q': reply "q", and exit 0 once the test closes the connection.
+// What the two-process tests share: a worker connected to a peer process (tests/support/remote_peer.hpp)
+// and the descriptor of the peer's memory, an io_context run with a deadline, byte checks.
 #pragma once
-
-#include <sys/types.h>
 
 #include <boost/asio/io_context.hpp>
 
@@ -16,29 +12,9 @@
 #include <vector>
 
 #include "ferry/remote.hpp"
+#include "tests/support/remote_peer.hpp"
 
 namespace ferry::testing {
-
-// The transports of both processes: FERRY_REMOTE_TLS, else loopback TCP, shared memory and self.
-std::string remote_transports();
-
-class peer_process {
- public:
-  // What the peer registers and how its memory is filled; `kind` device needs the cuda backend.
-  peer_process(unsigned short port, std::uint64_t seed, std::size_t bytes,
-               remote::memory_kind kind = remote::memory_kind::host);
-  ~peer_process();
-  peer_process(const peer_process&) = delete;
-  peer_process& operator=(const peer_process&) = delete;
-
-  pid_t pid() const noexcept { return pid_; }
-  void kill();
-  // The peer's exit status (waits for it).
-  int wait();
-
- private:
-  pid_t pid_ = -1;
-};
 
 // Runs `io` until `done` says so; fails the test after `limit`.
 void run_until(boost::asio::io_context& io, const std::function<bool()>& done,
