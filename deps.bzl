@@ -10,12 +10,16 @@ It defines, unless the workspace defines them already:
       native rules; @bazel_tools asks for them, and Bazel would download the real ones otherwise.
   ferry_cuda: the CUDA toolkit's headers and nvcc ($CUDA_PATH, else /usr/local/cuda; 12.8 or newer).
   ferry_boost: the Boost headers ($BOOST_ROOT, else /usr/include; 1.81 or newer).
+  ferry_ucx: UCX 1.22 (headers and shared libraries) for ferry::remote, from $FERRY_UCX_ROOT or ferry's
+      .ucx/ folder (`tools/ferry setup` unpacks PyPI's libucx-cu13 wheel there); only targets that use
+      ferry::remote need it.
 Nothing is fetched from the network. The CUDA and Boost repositories carry ferry's prefix so that they
 do not clash with a workspace's own `cuda` or `boost`.
 """
 
 load("//third_party/boost:boost_configure.bzl", "boost_configure")
 load("//third_party/cuda:cuda_configure.bzl", "cuda_configure")
+load("//third_party/ucx:ucx_configure.bzl", "ucx_configure")
 
 def _shim_impl(repository_ctx):
     folder = repository_ctx.path(repository_ctx.attr.anchor).dirname.get_child(repository_ctx.attr.folder)
@@ -43,3 +47,4 @@ def ferry_dependencies():
         _maybe(_shim, name = name, anchor = Label("//third_party:BUILD.bazel"), folder = name)
     _maybe(cuda_configure, name = "ferry_cuda")
     _maybe(boost_configure, name = "ferry_boost")
+    _maybe(ucx_configure, name = "ferry_ucx", anchor = Label("//third_party/ucx:BUILD.bazel"))

@@ -2,7 +2,8 @@
 # Runs ferry's GPU bundle on the GPU machine: `.gpu-bundle/run.sh OUTDIR`.
 # (`tools/ferry bundle` copies this file from tools/bundle/run.sh; edit it there.)
 #
-# Needs only bash, coreutils, awk, tar and gzip: no Bazel, no Boost, no Python, no network.
+# Needs only bash, coreutils, awk, tar and gzip: no Bazel, no Boost, no Python, no network (UCX
+# travels in ucx/, put on the loader path here).
 #   1. every tests/<name> with FERRY_BACKEND=cuda (Boost.Test JUnit + log per binary), plus the
 #      env and args attributes of its Bazel target (test-settings.sh; they win over FERRY_BACKEND);
 #   2. every tests/<name> under compute-sanitizer, once per tool in RUN_SANITIZERS;
@@ -41,6 +42,10 @@ usage() {
 [[ $# -eq 1 && "$1" != -h && "$1" != --help && -n "$1" ]] || usage
 
 BUNDLE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# UCX's libraries (ferry::remote's programs link libucp.so.0 and its siblings), and the libraries the
+# wheel ships for ucx_perftest; UCX finds its transport modules in ucx/lib/ucx beside libucs.
+export LD_LIBRARY_PATH="$BUNDLE/ucx/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export FERRY_UCX_PERFTEST="$BUNDLE/ucx/bin/ucx_perftest"
 mkdir -p "$1" || exit 2
 OUTDIR="$(cd "$1" && pwd)"
 SANITIZERS="${RUN_SANITIZERS-memcheck}"

@@ -18,6 +18,7 @@ import xml.etree.ElementTree as ET
 LAYERS = {
     "//api": 6,
     "//engine/async": 5,
+    "//engine/remote": 5,
     "//engine/transfer": 4,
     "//engine/memory": 3,
     "//engine/context": 3,

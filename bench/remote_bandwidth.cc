@@ -1,0 +1,284 @@
+// ferry::remote against ucx_perftest (shipped with UCX), on the same UCX transports and sizes, in the
+// same run, rounds interleaved: put bandwidth from 4 KiB to 256 MiB (ucp_put_bw), get bandwidth at
+// 256 MiB (ucp_get), and 4 KiB latency: half a message round trip (ferry's async_send to a peer that
+// echoes it, against tag_lat's 50th percentile). ferry's peer is a second process (this binary
+// started again); ucx_perftest runs its usual server/client pair. On the sim backend: host memory over
+// loopback TCP (real UCX, no GPU involved); on the cuda backend: device memory on both sides (cuda_ipc,
+// cuda_copy). Both sides poll UCX (ucx_perftest always does; ferry's workers use progress_mode::polling).
+#include <boost/asio/io_context.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/harness/comparison.hpp"
+#include "bench/harness/program.hpp"
+#include "bench/harness/test_data.hpp"
+#include "ferry/remote.hpp"
+#include "tests/support/remote_peer.hpp"
+
+namespace asio = boost::asio;
+using namespace ferry;
+using boost::system::error_code;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::size_t largest = std::size_t{256} << 20;
+constexpr int rounds = 3;
+
+// ucx_perftest: FERRY_UCX_PERFTEST, else beside this binary in the GPU bundle (ucx/bin), else in the
+// checkout's .ucx/ (tools/ferry bench runs from the repository's root).
+std::filesystem::path find_perftest() {
+  if (const char* chosen = std::getenv("FERRY_UCX_PERFTEST")) return chosen;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe");
+  for (auto candidate : {self.parent_path().parent_path() / "ucx/bin/ucx_perftest",
+                         std::filesystem::current_path() / ".ucx/libucx/bin/ucx_perftest"}) {
+    if (std::filesystem::exists(candidate)) return candidate;
+  }
+  throw std::runtime_error("ucx_perftest not found (set FERRY_UCX_PERFTEST, or run tools/ferry setup)");
+}
+
+// One ucx_perftest pair (server in the background, client on 127.0.0.1); returns the client's "Final:"
+// figure at `column` (2: 50th percentile latency in us; 6: overall bandwidth in MB/s, MB = 2^20).
+double run_perftest(const std::filesystem::path& perftest, const std::string& transports, const std::string& test,
+                    std::size_t bytes, int iterations, const std::string& memory, int column) {
+  static std::mt19937 ports(std::random_device{}());
+  const int port = 20000 + static_cast<int>(ports() % 20000);
+  const std::string library = (perftest.parent_path().parent_path() / "lib").string();
+  std::ostringstream command;
+  command << "UCX_TLS=" << transports << " LD_LIBRARY_PATH=" << library << "${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "
+          << perftest.string() << " -t " << test << " -s " << bytes << " -n " << iterations << " -w "
+          << std::max(2, iterations / 10) << " -m " << memory << " -p " << port;
+  FILE* server = popen((command.str() + " >/dev/null 2>&1").c_str(), "r");
+  if (server == nullptr) throw std::runtime_error("cannot start ucx_perftest's server");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  FILE* client = popen((command.str() + " 127.0.0.1 2>&1").c_str(), "r");
+  if (client == nullptr) throw std::runtime_error("cannot start ucx_perftest's client");
+  std::string output;
+  std::array<char, 4096> chunk;
+  while (std::size_t got = std::fread(chunk.data(), 1, chunk.size(), client)) output.append(chunk.data(), got);
+  pclose(client);
+  pclose(server);
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.starts_with("Final:")) continue;
+    std::istringstream words(line);
+    std::vector<std::string> fields;
+    for (std::string word; words >> word;) fields.push_back(word);
+    if (static_cast<int>(fields.size()) > column) return std::stod(fields[column]);
+  }
+  throw std::runtime_error("ucx_perftest " + test + " printed no Final line:\n" + output);
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+// This process's side: a polling worker connected to the peer, the peer's descriptor, local memory.
+struct remote_fixture {
+  remote_fixture(const std::string& transports, remote::memory_kind kind)
+      : kind(kind), worker(io.get_executor(), remote::worker_options{transports, remote::progress_mode::polling}) {
+    content = bench::random_bytes(largest, 31);
+    if (kind == remote::memory_kind::device) {
+      on_device.emplace(device_buffer<std::uint8_t>::allocate(largest));
+      poke_array(largest, content.data(), on_device->get());
+    }
+    unsigned short port = worker.listen("127.0.0.1");
+    peer.emplace(port, 32, largest, kind);
+    worker.async_accept([&](error_code error, remote::endpoint connected) {
+      if (error) throw boost::system::system_error(error, "accept");
+      endpoint = std::move(connected);
+    });
+    run([&] { return endpoint.is_open(); });
+    std::vector<std::byte> about(4096);
+    std::size_t received = 0;
+    endpoint.async_receive(about, [&](error_code error, std::size_t bytes) {
+      if (error) throw boost::system::system_error(error, "the peer's descriptor");
+      received = bytes;
+    });
+    run([&] { return received > 0; });
+    memory = remote::descriptor::deserialize(std::span(about).first(received));
+  }
+
+  template <class Done>
+  void run(Done done) {
+    auto deadline = clock_type::now() + std::chrono::seconds(120);
+    while (!done()) {
+      if (clock_type::now() > deadline) throw std::runtime_error("remote_bandwidth: no completion in 120 s");
+      io.run_one_for(std::chrono::milliseconds(10));
+    }
+  }
+
+  remote::local_bytes local(std::size_t bytes) {
+    if (kind == remote::memory_kind::device) return remote::local_bytes(on_device->get(), bytes);
+    return remote::local_bytes(std::as_writable_bytes(std::span(content).first(bytes)));
+  }
+
+  // Seconds for `iterations` transfers of `bytes`, up to 16 in flight (one at a time from 16 MiB up).
+  double transfers(bool put, std::size_t bytes, int iterations) {
+    const int window = bytes >= (std::size_t{16} << 20) ? 1 : 16;
+    int started = 0, finished = 0;
+    std::optional<error_code> failure;
+    auto on_done = [&](error_code error, std::size_t) {
+      if (error) failure = error;
+      ++finished;
+    };
+    auto start = clock_type::now();
+    while (finished < iterations) {
+      while (started < iterations && started - finished < window) {
+        // The peer's memory as slots of `bytes`, in turn: every slot ends up holding the same bytes.
+        auto target = memory.window((static_cast<std::size_t>(started) % (largest / bytes)) * bytes, bytes);
+        if (put) {
+          endpoint.async_put(local(bytes), target, on_done);
+        } else {
+          endpoint.async_get(local(bytes), target, on_done);
+        }
+        ++started;
+      }
+      io.run_one();
+      if (failure) throw boost::system::system_error(*failure, put ? "async_put" : "async_get");
+    }
+    return std::chrono::duration<double>(clock_type::now() - start).count();
+  }
+
+  // The 50th percentile of half a message round trip of `bytes`, in seconds.
+  double latency(std::size_t bytes, int iterations) {
+    const std::vector<std::uint8_t> seeded = bench::random_bytes(bytes + 1, 33);
+    std::vector<std::byte> message(bytes + 1);
+    std::memcpy(message.data(), seeded.data(), message.size());
+    message[0] = std::byte{'E'};
+    std::vector<std::byte> echo(bytes);
+    std::vector<double> halves;
+    for (int i = 0; i < iterations + iterations / 10; ++i) {
+      bool sent = false, back = false;
+      auto start = clock_type::now();
+      endpoint.async_send(message, [&](error_code error) {
+        if (error) throw boost::system::system_error(error, "async_send");
+        sent = true;
+      });
+      endpoint.async_receive(echo, [&](error_code error, std::size_t) {
+        if (error) throw boost::system::system_error(error, "async_receive");
+        back = true;
+      });
+      while (!(sent && back)) io.poll();
+      if (i >= iterations / 10) halves.push_back(std::chrono::duration<double>(clock_type::now() - start).count() / 2);
+    }
+    if (!std::equal(echo.begin(), echo.end(), message.begin() + 1)) throw std::runtime_error("echo differs");
+    return median(halves);
+  }
+
+  // Throws unless the peer's memory holds ours over [0, bytes) (after puts of content there).
+  void verify_put(std::size_t bytes) {
+    std::vector<std::byte> back(bytes);
+    bool done = false;
+    endpoint.async_get(remote::local_bytes(std::span(back)), memory.window(0, bytes), [&](error_code error, std::size_t) {
+      if (error) throw boost::system::system_error(error, "verifying get");
+      done = true;
+    });
+    run([&] { return done; });
+    if (std::memcmp(back.data(), content.data(), bytes) != 0) throw std::runtime_error("put: data differs");
+  }
+
+  remote::memory_kind kind;
+  asio::io_context io;
+  std::vector<std::uint8_t> content;
+  std::optional<device_buffer<std::uint8_t>> on_device;
+  remote::worker worker;
+  std::optional<testing::peer_process> peer;
+  remote::endpoint endpoint;
+  remote::descriptor memory;
+};
+
+// Adds each row's "transport" to the report's JSON (the harness's rows have no such field).
+void name_transports(const std::string& report, const std::string& dir, const std::vector<std::string>& transports) {
+  const std::filesystem::path path = std::filesystem::path(dir) / (report + ".json");
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  boost::json::object json = boost::json::parse(text.str()).as_object();
+  boost::json::array& rows = json.at("benchmarks").as_array();
+  for (std::size_t i = 0; i < rows.size() && i < transports.size(); ++i) rows[i].as_object()["transport"] = transports[i];
+  std::ofstream(path) << boost::json::serialize(json) << "\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const bench::comparison_program program(
+      argc, argv,
+      "ferry::remote against ucx_perftest on the same UCX transports and sizes: put bandwidth 4 KiB ..\n"
+      "256 MiB, get bandwidth 256 MiB, 4 KiB message latency, as ratios (above 1 ferry is faster); the\n"
+      "report goes to <out>/<machine>-remote.{json,md}. FERRY_REMOTE_TLS overrides the transports.");
+  const bool sim = program.backend == "sim";
+  const char* chosen = std::getenv("FERRY_REMOTE_TLS");
+  const std::string transports = chosen && *chosen ? chosen : sim ? "tcp,self" : "cuda_ipc,cuda_copy,tcp,self";
+  // The peer inherits both: the same transports, and polling as ucx_perftest polls.
+  setenv("FERRY_REMOTE_TLS", transports.c_str(), 1);
+  setenv("FERRY_REMOTE_POLLING", "1", 1);
+  const auto kind = sim ? remote::memory_kind::host : remote::memory_kind::device;
+  const std::string memory = sim ? "host" : "cuda";
+  const std::filesystem::path perftest = find_perftest();
+  std::cerr << "ferry remote_bandwidth on the " << program.backend << " backend: UCX_TLS=" << transports << ", "
+            << memory << " memory, " << perftest.string() << "\n";
+
+  remote_fixture fixture(transports, kind);
+  std::vector<bench::result> results;
+  std::vector<std::string> transport_of;  // each row's, for its "transport" field
+  auto bandwidth_row = [&](const std::string& name, bool put, std::size_t bytes, int iterations) {
+    std::vector<double> ferry_seconds, raw_seconds;
+    for (int round = 0; round < rounds; ++round) {
+      ferry_seconds.push_back(fixture.transfers(put, bytes, iterations) / iterations);
+      double mb_per_second = run_perftest(perftest, transports, put ? "ucp_put_bw" : "ucp_get", bytes, iterations,
+                                          memory, 6);
+      raw_seconds.push_back(static_cast<double>(bytes) / (mb_per_second * 1048576.0));
+      std::cerr << "  " << name << " round " << round + 1 << ": ferry " << bytes / ferry_seconds.back() / 1e9
+                << " GB/s, ucx_perftest " << mb_per_second * 1048576.0 / 1e9 << " GB/s\n";
+    }
+    if (put && kind == remote::memory_kind::host) fixture.verify_put(std::min(bytes, largest));
+    results.push_back({name, bytes, median(ferry_seconds), median(raw_seconds), rounds});
+    transport_of.push_back(transports + " (" + memory + " memory)");
+  };
+  for (std::size_t bytes : {std::size_t{4} << 10, std::size_t{64} << 10, std::size_t{1} << 20, std::size_t{16} << 20,
+                            largest}) {
+    const int iterations = static_cast<int>(std::clamp<std::size_t>((std::size_t{1} << 30) / bytes, 4, 2000));
+    bandwidth_row("remote_put_" + bench::size_name(bytes), true, bytes, iterations);
+  }
+  bandwidth_row("remote_get_256MiB", false, largest, 4);
+
+  std::vector<double> ferry_latency, raw_latency;
+  for (int round = 0; round < rounds; ++round) {
+    ferry_latency.push_back(fixture.latency(4096, 2000));
+    raw_latency.push_back(run_perftest(perftest, transports, "tag_lat", 4096, 2000, "host", 2) * 1e-6);
+    std::cerr << "  remote_latency_4KiB round " << round + 1 << ": ferry " << ferry_latency.back() * 1e6
+              << " us, ucx_perftest " << raw_latency.back() * 1e6 << " us\n";
+  }
+  results.push_back({"remote_latency_4KiB", 0, median(ferry_latency), median(raw_latency), rounds});
+  transport_of.push_back(transports + " (host memory, tag messages)");
+
+  program.report(results, "remote",
+                 "ferry::remote against ucx_perftest, two processes on one machine, UCX_TLS=" + transports + ", " +
+                     memory + " memory" + (sim ? " (real UCX over loopback; the sim backend plays no part)" : ""));
+  name_transports(bench::machine_name(program.options, program.backend, program.on.gpu.name()) + "-remote",
+                  program.options.out_dir, transport_of);
+  return 0;
+} catch (const std::exception& error) {
+  std::cerr << "remote_bandwidth: " << error.what() << "\n";
+  return 1;
+}

@@ -1,0 +1,183 @@
+#include "engine/remote/worker_core.hpp"
+
+#include <boost/asio/post.hpp>
+
+#include <random>
+#include <system_error>
+
+#include "engine/remote/endpoint_core.hpp"
+
+namespace ferry::remote::detail {
+namespace {
+
+void check(ucs_status_t status, const char* call) {
+  if (status != UCS_OK) throw std::system_error(make_ucx_error_code(status), std::string("ferry::remote: ") + call);
+}
+
+std::uint64_t random_id() {
+  std::random_device device;
+  std::uint64_t id = 0;
+  while (id == 0) id = (static_cast<std::uint64_t>(device()) << 32) ^ device();
+  return id;
+}
+
+}  // namespace
+
+worker_core::worker_core(boost::asio::any_io_executor executor, worker_options options)
+    : executor_(std::move(executor)), options_(std::move(options)), id_(random_id()) {
+  ucp_config_t* config = nullptr;
+  check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
+  if (!options_.transports.empty()) {
+    ucs_status_t status = ucp_config_modify(config, "TLS", options_.transports.c_str());
+    if (status != UCS_OK) {
+      ucp_config_release(config);
+      throw std::system_error(make_ucx_error_code(status),
+                              "ferry::remote::worker: UCX refuses the transport list '" + options_.transports + "'");
+    }
+  }
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+  params.features = UCP_FEATURE_RMA | UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  params.mt_workers_shared = 0;
+  ucs_status_t status = ucp_init(&params, config, &context_);
+  ucp_config_release(config);
+  check(status, "ucp_init");
+
+  ucp_worker_params_t worker_params{};
+  worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  worker_params.thread_mode = UCS_THREAD_MODE_SINGLE;  // lock_ serializes every call
+  status = ucp_worker_create(context_, &worker_params, &worker_);
+  if (status != UCS_OK) {
+    ucp_cleanup(context_);
+    check(status, "ucp_worker_create");
+  }
+  int fd = -1;
+  status = ucp_worker_get_efd(worker_, &fd);
+  if (status != UCS_OK) {
+    ucp_worker_destroy(worker_);
+    ucp_cleanup(context_);
+    check(status, "ucp_worker_get_efd");
+  }
+  // The descriptor belongs to UCX: released (not closed) before the worker is destroyed.
+  events_.emplace(executor_, fd);
+}
+
+worker_core::~worker_core() {
+  if (events_) {
+    boost::system::error_code ignored;
+    events_->cancel(ignored);
+    events_->release();
+  }
+  if (worker_) ucp_worker_destroy(worker_);
+  if (context_) ucp_cleanup(context_);
+}
+
+void worker_core::start() { kick(); }
+
+void worker_core::shutdown() {
+  std::vector<std::shared_ptr<endpoint_core>> open;
+  {
+    std::lock_guard guard(lock_);
+    for (auto& weak : endpoints_) {
+      if (auto endpoint = weak.lock()) open.push_back(std::move(endpoint));
+    }
+    endpoints_.clear();
+    if (acceptor_) {
+      boost::system::error_code ignored;
+      acceptor_->close(ignored);
+    }
+  }
+  for (auto& endpoint : open) endpoint->close();
+  std::lock_guard guard(lock_);
+  stopped_ = true;
+  boost::system::error_code ignored;
+  events_->cancel(ignored);
+}
+
+std::vector<std::byte> worker_core::address() {
+  std::lock_guard guard(lock_);
+  ucp_address_t* address = nullptr;
+  std::size_t length = 0;
+  check(ucp_worker_get_address(worker_, &address, &length), "ucp_worker_get_address");
+  std::vector<std::byte> bytes(reinterpret_cast<std::byte*>(address), reinterpret_cast<std::byte*>(address) + length);
+  ucp_worker_release_address(worker_, address);
+  return bytes;
+}
+
+void worker_core::op_started(bool touches_device) noexcept {
+  ++in_flight_;
+  if (touches_device) ++device_in_flight_;
+}
+
+void worker_core::op_finished(bool touches_device) noexcept {
+  --in_flight_;
+  if (touches_device) --device_in_flight_;
+}
+
+void worker_core::kick() {
+  {
+    std::lock_guard guard(lock_);
+    if (pass_posted_ || stopped_) return;
+    pass_posted_ = true;
+  }
+  boost::asio::post(executor_, [self = shared_from_this()] { self->pass(); });
+}
+
+void worker_core::add_endpoint(const std::shared_ptr<endpoint_core>& endpoint) {
+  std::lock_guard guard(lock_);
+  std::erase_if(endpoints_, [](const auto& weak) { return weak.expired(); });
+  endpoints_.push_back(endpoint);
+}
+
+unsigned short worker_core::listen(std::string_view address, unsigned short port) {
+  namespace ip = boost::asio::ip;
+  boost::system::error_code error;
+  ip::address host = ip::make_address(std::string(address), error);
+  if (error) {
+    throw std::invalid_argument("ferry::remote::worker::listen: address '" + std::string(address) +
+                                "' is not an IP address (" + error.message() + ")");
+  }
+  std::lock_guard guard(lock_);
+  if (acceptor_) throw std::invalid_argument("ferry::remote::worker::listen: the worker listens already");
+  acceptor_.emplace(executor_, ip::tcp::endpoint(host, port));
+  return acceptor_->local_endpoint().port();
+}
+
+// One turn of the bridge: progress until UCX has nothing more, then either poll again through the
+// executor or arm the wakeup descriptor and wait on it.
+void worker_core::pass() {
+  std::unique_lock guard(lock_);
+  pass_posted_ = false;
+  if (stopped_) return;
+  while (ucp_worker_progress(worker_) != 0) {
+  }
+  bool poll = options_.progress == progress_mode::polling ? in_flight_ > 0 : device_in_flight_ > 0;
+  if (!poll && !waiting_) {
+    ucs_status_t status = ucp_worker_arm(worker_);
+    if (status == UCS_OK) {
+      waiting_ = true;
+      guard.unlock();
+      wait_for_events();
+      return;
+    }
+    poll = true;  // UCS_ERR_BUSY: events arrived between the progress and the arm
+  }
+  if (poll && !pass_posted_) {
+    pass_posted_ = true;
+    boost::asio::post(executor_, [self = shared_from_this()] { self->pass(); });
+  }
+}
+
+void worker_core::wait_for_events() {
+  events_->async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                      [self = shared_from_this()](boost::system::error_code error) {
+                        {
+                          std::lock_guard guard(self->lock_);
+                          self->waiting_ = false;
+                          if (error || self->stopped_) return;
+                        }
+                        self->kick();
+                      });
+}
+
+}  // namespace ferry::remote::detail

@@ -1,0 +1,96 @@
+// A UCX context and worker, and the bridge that drives the worker's progress from an Asio executor:
+// UCX's wakeup file descriptor on a posix::stream_descriptor while only host transports are in flight,
+// polling through the executor while an op touches device memory (UCX's CUDA transports complete
+// through host callbacks that no file descriptor announces) or when asked to poll.
+//
+// One mutex guards every UCX call: the worker is created single-threaded and ops may be initiated,
+// cancelled and progressed from any thread of the executor's context (or any thread at all).
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ferry/remote.hpp"
+
+namespace ferry::remote::detail {
+
+class endpoint_core;
+
+class worker_core : public std::enable_shared_from_this<worker_core> {
+ public:
+  worker_core(boost::asio::any_io_executor executor, worker_options options);
+  ~worker_core();
+
+  worker_core(const worker_core&) = delete;
+  worker_core& operator=(const worker_core&) = delete;
+
+  // Starts the progress bridge (needs shared_from_this, so not in the constructor).
+  void start();
+  // Closes the endpoints and the listener, stops the bridge; registrations keep the context alive.
+  void shutdown();
+
+  const boost::asio::any_io_executor& executor() const noexcept { return executor_; }
+  std::uint64_t id() const noexcept { return id_; }
+  ucp_context_h context() const noexcept { return context_; }
+  ucp_worker_h handle() const noexcept { return worker_; }
+  std::mutex& lock() noexcept { return lock_; }
+  const worker_options& options() const noexcept { return options_; }
+
+  // This worker's UCX address, for the wire-up.
+  std::vector<std::byte> address();
+
+  // An op entered or left UCX (under the lock); ops that touch device memory switch progress to polling.
+  void op_started(bool touches_device) noexcept;
+  void op_finished(bool touches_device) noexcept;
+  // Makes sure a progress pass runs soon (after an op was started or cancelled from outside a pass).
+  void kick();
+
+  void add_endpoint(const std::shared_ptr<endpoint_core>& endpoint);
+  boost::asio::ip::tcp::acceptor* acceptor() noexcept { return acceptor_ ? &*acceptor_ : nullptr; }
+  unsigned short listen(std::string_view address, unsigned short port);
+
+ private:
+  void pass();
+  void wait_for_events();
+
+  boost::asio::any_io_executor executor_;
+  worker_options options_;
+  std::uint64_t id_;
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  std::mutex lock_;
+  std::optional<boost::asio::posix::stream_descriptor> events_;
+  std::optional<boost::asio::ip::tcp::acceptor> acceptor_;
+  std::vector<std::weak_ptr<endpoint_core>> endpoints_;
+  // Under lock_:
+  std::size_t in_flight_ = 0;
+  std::size_t device_in_flight_ = 0;
+  bool pass_posted_ = false;
+  bool waiting_ = false;
+  bool stopped_ = false;
+};
+
+// The state behind ferry::remote::registration.
+}  // namespace ferry::remote::detail
+
+namespace ferry::remote {
+struct registration::state {
+  std::shared_ptr<detail::worker_core> worker;
+  ucp_mem_h memory = nullptr;
+  std::uint64_t address = 0;
+  std::uint64_t size = 0;
+  memory_kind kind = memory_kind::host;
+  std::vector<std::byte> key;  // UCX's packed remote key
+  ~state();
+};
+}  // namespace ferry::remote
