@@ -1,0 +1,118 @@
+// The argument checks of a vectored transfer (engine::poke_blocks / peek_blocks). A list of a thousand
+// blocks is checked at a cost far below the copy's: a block whose range lies in the allocation found for
+// an earlier block asks the driver nothing (KV-cache blocks live in a few large allocations).
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/errors/check.hpp"
+#include "engine/memory/known_ranges.hpp"
+#include "engine/transfer/plans.hpp"
+
+namespace ferry::detail {
+namespace {
+
+// The allocations found so far for one side of the blocks (most recent first).
+class known_allocations {
+ public:
+  bool holds(std::uintptr_t address, std::size_t bytes) const noexcept {
+    return std::any_of(ranges_.begin(), ranges_.end(), [&](const known_range& r) {
+      return address >= r.base && address - r.base <= r.size && bytes <= r.size - (address - r.base);
+    });
+  }
+  // Checks [address, address + bytes) as any transfer's side is checked (the same messages), and
+  // remembers its allocation.
+  void check(std::string_view operation, memory_kind kind, std::uintptr_t address, std::size_t bytes,
+             const std::string& argument) {
+    if (bytes == 0 || holds(address, bytes)) {
+      if (address == 0) check_side(operation, endpoint{kind, address, argument}, 0, bytes);
+      return;
+    }
+    check_side(operation, endpoint{kind, address, argument}, 0, bytes);  // throws for unknown or short ranges
+    if (std::optional<known_range> range = range_known_to_driver(address)) {
+      if (ranges_.size() == most_remembered) ranges_.pop_back();
+      ranges_.insert(ranges_.begin(), *range);
+    }
+  }
+
+ private:
+  static constexpr std::size_t most_remembered = 8;
+  std::vector<known_range> ranges_;
+};
+
+std::string block_argument(std::size_t index, const char* side) {
+  return "blocks[" + std::to_string(index) + "]." + side;
+}
+
+// The written ranges (the device's for a poke, the host's for a peek) must not overlap: the blocks move
+// at once, and which of two overlapping writes lands would be chance.
+void check_written_ranges_disjoint(std::string_view operation, const std::vector<checked_block>& blocks,
+                                   bool to_device) {
+  struct written {
+    std::uintptr_t begin;
+    std::size_t bytes;
+    std::size_t index;
+  };
+  std::vector<written> ranges;
+  ranges.reserve(blocks.size());
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    if (blocks[i].bytes == 0) continue;
+    ranges.push_back({to_device ? blocks[i].device : blocks[i].host, blocks[i].bytes, i});
+  }
+  std::sort(ranges.begin(), ranges.end(), [](const written& a, const written& b) { return a.begin < b.begin; });
+  for (std::size_t k = 1; k < ranges.size(); ++k) {
+    const written& before = ranges[k - 1];
+    const written& after = ranges[k];
+    if (after.begin - before.begin < before.bytes) {
+      const char* side = to_device ? "device" : "host";
+      const std::size_t first = std::min(before.index, after.index);
+      const std::size_t second = std::max(before.index, after.index);
+      const written& a = before.index == first ? before : after;
+      const written& b = before.index == first ? after : before;
+      throw_invalid_argument(operation, block_argument(first, side) + " [" + hex(a.begin) + ", " +
+                                            hex(a.begin + a.bytes) + ") and " + block_argument(second, side) + " [" +
+                                            hex(b.begin) + ", " + hex(b.begin + b.bytes) +
+                                            ") overlap; the blocks' destinations may not overlap");
+    }
+  }
+}
+
+}  // namespace
+
+checked_blocks plan_blocks(std::string_view operation, bool to_device, memory_kind host_kind,
+                           std::span<const block_sides> blocks, std::size_t element_size) {
+  checked_blocks checked;
+  checked.blocks.reserve(blocks.size());
+  known_allocations devices;
+  known_allocations pinned_hosts;
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    const block_sides& b = blocks[i];
+    const std::size_t bytes = byte_size(operation, block_argument(i, "host.size()"), b.count, element_size);
+    devices.check(operation, memory_kind::device, b.device, bytes, block_argument(i, "device"));
+    if (host_kind == memory_kind::pinned_host) {
+      pinned_hosts.check(operation, memory_kind::pinned_host, b.host, bytes, block_argument(i, "host"));
+    } else {
+      check_side(operation, endpoint{host_kind, b.host, block_argument(i, "host")}, 0, bytes);
+      if (bytes > 0 && is_device_only_memory(b.host)) {
+        throw_invalid_argument(operation, block_argument(i, "host") + " " + hex(b.host) +
+                                              " is device memory, not host memory (pass it as a device_ptr)");
+      }
+    }
+    // Mapped or managed memory may be named by both sides.
+    if (bytes > 0 && b.host < b.device + bytes && b.device < b.host + bytes) {
+      throw_invalid_argument(operation, block_argument(i, "host") + " [" + hex(b.host) + ", " + hex(b.host + bytes) +
+                                            ") and " + block_argument(i, "device") + " [" + hex(b.device) + ", " +
+                                            hex(b.device + bytes) + ") overlap");
+    }
+    if (bytes > SIZE_MAX - checked.bytes) {
+      throw_invalid_argument(operation, "the blocks' sizes add up past the largest size_t");
+    }
+    checked.bytes += bytes;
+    checked.blocks.push_back({b.host, b.device, bytes});
+  }
+  check_written_ranges_disjoint(operation, checked.blocks, to_device);
+  return checked;
+}
+
+}  // namespace ferry::detail
