@@ -112,8 +112,8 @@ View<T> view_of(T* data, std::size_t size) {
 template <template <class> class View>
 bench::comparison_spec list_case(block_setup& s, engine& gpu, std::string name, bool peeks, std::uint8_t* source,
                                  std::uint8_t* back, transfer_options per_call) {
-  using poke_block = block<View<const std::uint8_t>, std::uint8_t>;
-  using peek_block = block<View<std::uint8_t>, const std::uint8_t>;
+  using poke_block = block_pair<View<const std::uint8_t>, std::uint8_t>;
+  using peek_block = block_pair<View<std::uint8_t>, const std::uint8_t>;
   auto pokes = std::make_shared<std::vector<poke_block>>();
   auto peeks_list = std::make_shared<std::vector<peek_block>>();
   for (std::size_t i = 0; i < blocks; ++i) {

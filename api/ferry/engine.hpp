@@ -187,7 +187,7 @@ class engine {
   //   runs; a pageable poke's source only during the call (it is packed then), a pageable peek's
   //   destination until the handler runs. Which thread runs the handler: one running its associated
   //   executor. On failure the destinations' contents are unspecified.
-  // `blocks` is a contiguous range of ferry::block (blocks.hpp). Page-locked blocks move by one launch of
+  // `blocks` is a contiguous range of ferry::block_pair (blocks.hpp). Page-locked blocks move by one launch of
   // the gather/scatter kernel (from engine_options::batch_kernel_min_copies blocks on, where the device
   // reaches page-locked memory) or one cuMemcpyBatchAsync; transfer_options::batching picks one. Pageable
   // blocks are packed into a staging chunk when they fit one. The written ranges (the device's for a poke,

@@ -109,8 +109,8 @@ struct block_fixture : ferry::testing::device_fixture {
     const std::vector<std::uint8_t> before = random_vector<std::uint8_t>(device_slots * slot_bytes, 77);
     poke_list_array(std::span<const std::uint8_t>(before), area.get());
 
-    std::vector<block<Host<const std::uint8_t>, std::uint8_t>> pokes;
-    std::vector<block<Host<std::uint8_t>, const std::uint8_t>> peeks;
+    std::vector<block_pair<Host<const std::uint8_t>, std::uint8_t>> pokes;
+    std::vector<block_pair<Host<std::uint8_t>, const std::uint8_t>> peeks;
     for (std::size_t i = 0; i < shape.bytes.size(); ++i) {
       pokes.push_back({host_view<Host<const std::uint8_t>>(source.data() + shape.host_offset[i], shape.bytes[i]),
                        area.get() + shape.device_offset[i]});
@@ -226,7 +226,7 @@ BOOST_AUTO_TEST_CASE(a_list_longer_than_a_launch_takes_several_and_completes_onc
   const auto values = random_vector<std::uint32_t>(blocks * 3, 606);
   auto source = pinned_buffer<std::uint32_t>::allocate(blocks * 3);
   std::copy(values.begin(), values.end(), source.data());
-  std::vector<block<pinned_span<const std::uint32_t>, std::uint32_t>> list;
+  std::vector<block_pair<pinned_span<const std::uint32_t>, std::uint32_t>> list;
   for (std::size_t i = 0; i < blocks; ++i) {  // block i lands in the place of block blocks - 1 - i
     list.push_back({pinned_span<const std::uint32_t>(host_ptr<const std::uint32_t>(source.data() + 3 * i), 3),
                     area.get() + 3 * (blocks - 1 - i)});
@@ -250,7 +250,7 @@ BOOST_AUTO_TEST_CASE(block_lists_work_with_asios_composition) {
   auto source = pinned_buffer<std::uint64_t>::allocate(4096);
   std::copy(values.begin(), values.end(), source.data());
   auto area = gpu->allocate<std::uint64_t>(4096);
-  std::vector<block<pinned_span<const std::uint64_t>, std::uint64_t>> low, high;
+  std::vector<block_pair<pinned_span<const std::uint64_t>, std::uint64_t>> low, high;
   for (std::size_t i = 0; i < 16; ++i) {
     low.push_back({pinned_span<const std::uint64_t>(host_ptr<const std::uint64_t>(source.data() + i * 128), 128),
                    area.get() + i * 128});
@@ -268,7 +268,7 @@ BOOST_AUTO_TEST_CASE(block_lists_work_with_asios_composition) {
   BOOST_TEST(ferry::testing::same_bytes(peek_list_array(4096, area.get()), values));
 
   std::vector<std::uint64_t> back(4096);
-  std::vector<block<std::span<std::uint64_t>, const std::uint64_t>> peeks;
+  std::vector<block_pair<std::span<std::uint64_t>, const std::uint64_t>> peeks;
   for (std::size_t i = 0; i < 32; ++i) {
     peeks.push_back({std::span(back).subspan(i * 128, 128), device_ptr<const std::uint64_t>(area.get() + i * 128)});
   }
@@ -284,7 +284,7 @@ BOOST_AUTO_TEST_CASE(bad_blocks_are_refused_naming_the_block_before_anything_mov
   start();
   auto area = gpu->allocate<std::uint32_t>(1000);
   auto source = pinned_buffer<std::uint32_t>::allocate(1000);
-  using pinned_block = block<pinned_span<const std::uint32_t>, std::uint32_t>;
+  using pinned_block = block_pair<pinned_span<const std::uint32_t>, std::uint32_t>;
   const auto piece = [&](std::size_t offset, std::size_t count) {
     return pinned_span<const std::uint32_t>(host_ptr<const std::uint32_t>(source.data() + offset), count);
   };
@@ -302,7 +302,7 @@ BOOST_AUTO_TEST_CASE(bad_blocks_are_refused_naming_the_block_before_anything_mov
       {pinned_span<const std::uint32_t>(host_ptr<const std::uint32_t>(pageable.data()), 10), area.get()}};
   ferry::testing::expect_error<std::invalid_argument>([&] { gpu->poke_blocks(unknown, asio::use_future); },
                                                       {"engine::poke_blocks: blocks[0].host 0x", "is not"});
-  const std::vector<block<std::span<const std::uint32_t>, std::uint32_t>> huge{
+  const std::vector<block_pair<std::span<const std::uint32_t>, std::uint32_t>> huge{
       {std::span<const std::uint32_t>(pageable.data(), std::numeric_limits<std::size_t>::max() / 2), area.get()}};
   ferry::testing::expect_error<std::invalid_argument>([&] { gpu->poke_blocks(huge, asio::use_future); },
                                                       {"engine::poke_blocks: blocks[0].host.size()"});
@@ -314,7 +314,7 @@ BOOST_AUTO_TEST_CASE(bad_blocks_are_refused_naming_the_block_before_anything_mov
       [&] { gpu->poke_blocks(fine, static_cast<batch_path>(7), asio::use_future); },
       {"engine::poke_blocks: transfer_options::batching 7 is not a batch_path"});
   std::vector<std::uint32_t> into(20);
-  const std::vector<block<std::span<std::uint32_t>, std::uint32_t>> same_host{
+  const std::vector<block_pair<std::span<std::uint32_t>, std::uint32_t>> same_host{
       {std::span(into).subspan(0, 10), area.get()}, {std::span(into).subspan(5, 10), area.get() + 100}};
   ferry::testing::expect_error<std::invalid_argument>(
       [&] { gpu->peek_blocks(same_host, asio::use_future); },
@@ -323,7 +323,7 @@ BOOST_AUTO_TEST_CASE(bad_blocks_are_refused_naming_the_block_before_anything_mov
   engine small_chunks(io.get_executor(), options);
   std::vector<std::uint32_t> big(1 << 15);  // 128 KiB
   auto wide = small_chunks.allocate<std::uint32_t>(1 << 15);
-  const std::vector<block<std::span<const std::uint32_t>, std::uint32_t>> too_big_for_chunk{
+  const std::vector<block_pair<std::span<const std::uint32_t>, std::uint32_t>> too_big_for_chunk{
       {std::span<const std::uint32_t>(big), wide.get()}};
   ferry::testing::expect_error<std::invalid_argument>(
       [&] { small_chunks.poke_blocks(too_big_for_chunk, batch_path::kernel, asio::use_future); },
@@ -345,7 +345,7 @@ BOOST_AUTO_TEST_CASE(a_list_cancelled_before_it_reaches_its_stream_never_moves) 
   memset(area.get(), 1024, std::uint32_t{0x5A5A5A5Au});
   auto source = pinned_buffer<std::uint32_t>::allocate(1024);
   ferry::testing::fill_random(source.span(), 808);
-  std::vector<block<pinned_span<const std::uint32_t>, std::uint32_t>> list;
+  std::vector<block_pair<pinned_span<const std::uint32_t>, std::uint32_t>> list;
   for (std::size_t i = 0; i < 16; ++i) {
     list.push_back({pinned_span<const std::uint32_t>(host_ptr<const std::uint32_t>(source.data() + 64 * i), 64),
                     area.get() + 64 * i});
@@ -407,7 +407,7 @@ BOOST_AUTO_TEST_CASE(a_list_whose_launch_fails_fails_its_op, *ferry::testing::on
   start();
   auto area = gpu->allocate<std::uint8_t>(1 << 16);
   std::vector<std::uint8_t> back(1 << 16, 0xA5);
-  std::vector<block<std::span<std::uint8_t>, std::uint8_t>> peeks;
+  std::vector<block_pair<std::span<std::uint8_t>, std::uint8_t>> peeks;
   for (std::size_t i = 0; i < 16; ++i) peeks.push_back({std::span(back).subspan(i * 4096, 4096), area.get() + i * 4096});
   sim::fail_call("cuLaunchKernel", 1, CUDA_ERROR_ILLEGAL_ADDRESS);
   outcome failed = run([&](auto handler) { gpu->peek_blocks(peeks, batch_path::kernel, handler); });

@@ -48,7 +48,7 @@ concept host_source_of = std::is_convertible_v<std::remove_reference_t<Memory>&,
 template <class Memory, class T>
 concept host_destination_of = !std::is_const_v<T> && std::is_convertible_v<std::remove_reference_t<Memory>&, std::span<T>>;
 
-// A block list's element (engine::poke_blocks / peek_blocks): a ferry::block whose host side is a view
+// A block list's element (engine::poke_blocks / peek_blocks): a ferry::block_pair whose host side is a view
 // (pinned_span or std::span), so that the list names memory and never owns it.
 template <class Host>
 inline constexpr bool is_host_view = is_pinned_span<Host>;
@@ -58,7 +58,7 @@ inline constexpr bool is_host_view<std::span<U, Extent>> = true;
 template <class Block>
 inline constexpr bool is_block = false;
 template <class Host, class T>
-inline constexpr bool is_block<block<Host, T>> = is_host_view<Host>;
+inline constexpr bool is_block<block_pair<Host, T>> = is_host_view<Host>;
 
 template <class Blocks>
 concept block_range = std::ranges::contiguous_range<Blocks> && std::ranges::sized_range<Blocks> &&
