@@ -10,6 +10,8 @@
 #include <boost/asio/use_future.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <iostream>
@@ -149,6 +151,51 @@ bench::comparison_spec list_case(block_setup& s, engine& gpu, std::string name, 
   return {std::move(name), blocks * s.block_bytes, 1, 2, 9, ferry_run, raw_run, verify};
 }
 
+// Where a list's time goes: the initiating call (checks, descriptors, enqueue), the GPU's time for the
+// list (events on a stream of the caller's around it), and the whole operation until its handler has
+// run (a callback raising a flag). Printed, not a result row.
+void print_where_the_time_goes(block_setup& s, engine& gpu) {
+  std::vector<block_pair<pinned_span<const std::uint8_t>, std::uint8_t>> list;
+  for (std::size_t i = 0; i < blocks; ++i) {
+    list.push_back({view_of<pinned_view>(static_cast<const std::uint8_t*>(s.pinned_source.data() + i * s.block_bytes),
+                                         s.block_bytes),
+                    device_ptr<std::uint8_t>(s.device_place(i))});
+  }
+  stream on = stream::create();
+  CUevent before = nullptr;
+  CUevent after = nullptr;
+  check(s.raw.cuEventCreate(&before, CU_EVENT_DEFAULT), "cuEventCreate");
+  check(s.raw.cuEventCreate(&after, CU_EVENT_DEFAULT), "cuEventCreate");
+  constexpr int rounds = 50;
+  double initiating = 0;
+  double gpu_time = 0;
+  double whole = 0;
+  for (int r = 0; r < rounds; ++r) {
+    std::atomic<bool> done{false};
+    check(s.raw.cuEventRecord(before, on.get()), "cuEventRecord");
+    const auto start = std::chrono::steady_clock::now();
+    gpu.poke_blocks(list, transfer_options{on}, [&done](boost::system::error_code error, std::size_t) {
+      if (error) throw boost::system::system_error(error);
+      done.store(true, std::memory_order_release);
+    });
+    const auto returned = std::chrono::steady_clock::now();
+    check(s.raw.cuEventRecord(after, on.get()), "cuEventRecord");
+    while (!done.load(std::memory_order_acquire)) std::this_thread::yield();
+    const auto completed = std::chrono::steady_clock::now();
+    check(s.raw.cuEventSynchronize(after), "cuEventSynchronize");
+    float milliseconds = 0;
+    check(s.raw.cuEventElapsedTime(&milliseconds, before, after), "cuEventElapsedTime");
+    initiating += std::chrono::duration<double, std::micro>(returned - start).count();
+    whole += std::chrono::duration<double, std::micro>(completed - start).count();
+    gpu_time += 1000.0 * milliseconds;
+  }
+  s.raw.cuEventDestroy(before);
+  s.raw.cuEventDestroy(after);
+  std::cerr << "block_lists: a list of " << blocks << " blocks of " << s.block_bytes << " bytes (mean of " << rounds
+            << "): initiating call " << initiating / rounds << " us, on the GPU " << gpu_time / rounds
+            << " us, until the handler ran " << whole / rounds << " us\n";
+}
+
 std::vector<bench::result> lists_of(std::size_t block_bytes, bool every_kind) {
   asio::io_context io(1);
   auto guard = asio::make_work_guard(io);
@@ -177,6 +224,7 @@ std::vector<bench::result> lists_of(std::size_t block_bytes, bool every_kind) {
       rows.push_back(std::move(row));
     }
   }
+  print_where_the_time_goes(s, gpu);
   const plan_counts counted = gpu.plan_counts();
   std::cerr << "block_lists (" << size << " blocks): " << counted.kernel_block_lists << " lists by kernel, "
             << counted.copy_engine_block_lists << " by copy engine\n";

@@ -13,6 +13,10 @@
 namespace ferry::detail {
 namespace {
 
+std::string block_argument(std::size_t index, const char* side) {
+  return "blocks[" + std::to_string(index) + "]." + side;
+}
+
 // The allocations found so far for one side of the blocks (most recent first).
 class known_allocations {
  public:
@@ -21,15 +25,14 @@ class known_allocations {
       return address >= r.base && address - r.base <= r.size && bytes <= r.size - (address - r.base);
     });
   }
-  // Checks [address, address + bytes) as any transfer's side is checked (the same messages), and
-  // remembers its allocation.
+  // Checks [address, address + bytes) as any transfer's side is checked (the same messages, naming
+  // blocks[index].side), and remembers its allocation.
   void check(std::string_view operation, memory_kind kind, std::uintptr_t address, std::size_t bytes,
-             const std::string& argument) {
-    if (bytes == 0 || holds(address, bytes)) {
-      if (address == 0) check_side(operation, endpoint{kind, address, argument}, 0, bytes);
-      return;
-    }
-    check_side(operation, endpoint{kind, address, argument}, 0, bytes);  // throws for unknown or short ranges
+             std::size_t index, const char* side) {
+    if (address != 0 && (bytes == 0 || holds(address, bytes))) return;
+    const std::string argument = block_argument(index, side);
+    check_side(operation, endpoint{kind, address, argument}, 0, bytes);  // throws for null, unknown or short ranges
+    if (bytes == 0) return;
     if (std::optional<known_range> range = range_known_to_driver(address)) {
       if (ranges_.size() == most_remembered) ranges_.pop_back();
       ranges_.insert(ranges_.begin(), *range);
@@ -41,9 +44,29 @@ class known_allocations {
   std::vector<known_range> ranges_;
 };
 
-std::string block_argument(std::size_t index, const char* side) {
-  return "blocks[" + std::to_string(index) + "]." + side;
-}
+// Pageable memory found not to be device memory, by 2 MiB region: the driver reserves device memory in
+// regions of at least that size and alignment, so a region that held no device memory at one address
+// holds none anywhere. A list's blocks in one buffer then ask the driver once per region, not per block.
+class host_regions {
+ public:
+  bool verified(std::uintptr_t address, std::size_t bytes) {
+    const std::uintptr_t first = address / region_bytes;
+    const std::uintptr_t last = (address + bytes - 1) / region_bytes;
+    if (last - first > 1) return false;  // a block over several regions: asked as any pageable side is
+    for (std::uintptr_t region = first; region <= last; ++region) {
+      if (std::find(regions_.begin(), regions_.end(), region) != regions_.end()) continue;
+      if (is_device_only_memory(std::max(address, region * region_bytes))) return false;
+      if (regions_.size() == most_remembered) regions_.pop_back();
+      regions_.insert(regions_.begin(), region);
+    }
+    return true;
+  }
+
+ private:
+  static constexpr std::uintptr_t region_bytes = std::uintptr_t{2} << 20;
+  static constexpr std::size_t most_remembered = 16;
+  std::vector<std::uintptr_t> regions_;
+};
 
 // The written ranges (the device's for a poke, the host's for a peek) must not overlap: the blocks move
 // at once, and which of two overlapping writes lands would be chance.
@@ -86,15 +109,20 @@ checked_blocks plan_blocks(std::string_view operation, bool to_device, memory_ki
   checked.blocks.reserve(blocks.size());
   known_allocations devices;
   known_allocations pinned_hosts;
+  host_regions pageable_hosts;
+  // The messages' argument names are built only for a block that fails a check.
   for (std::size_t i = 0; i < blocks.size(); ++i) {
     const block_sides& b = blocks[i];
-    const std::size_t bytes = byte_size(operation, block_argument(i, "host.size()"), b.count, element_size);
-    devices.check(operation, memory_kind::device, b.device, bytes, block_argument(i, "device"));
+    if (element_size != 0 && b.count > SIZE_MAX / element_size) {
+      byte_size(operation, block_argument(i, "host.size()"), b.count, element_size);  // throws
+    }
+    const std::size_t bytes = b.count * element_size;
+    devices.check(operation, memory_kind::device, b.device, bytes, i, "device");
     if (host_kind == memory_kind::pinned_host) {
-      pinned_hosts.check(operation, memory_kind::pinned_host, b.host, bytes, block_argument(i, "host"));
-    } else {
-      check_side(operation, endpoint{host_kind, b.host, block_argument(i, "host")}, 0, bytes);
-      if (bytes > 0 && is_device_only_memory(b.host)) {
+      pinned_hosts.check(operation, memory_kind::pinned_host, b.host, bytes, i, "host");
+    } else if (bytes > 0) {
+      if (b.host == 0) check_side(operation, endpoint{host_kind, b.host, block_argument(i, "host")}, 0, bytes);
+      if (!pageable_hosts.verified(b.host, bytes) && is_device_only_memory(b.host)) {
         throw_invalid_argument(operation, block_argument(i, "host") + " " + hex(b.host) +
                                               " is device memory, not host memory (pass it as a device_ptr)");
       }
