@@ -1,6 +1,5 @@
 #include "engine/async/block_lists.hpp"
 
-#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,19 +20,29 @@ struct block_lists::list {
   // The GPU is done with the list (or it never reached a stream): a packed peek's bytes go to the
   // caller's memory before the caller hears, and the slabs and the chunk go back.
   ~list() {
-    if (enqueued) {
-      for (const unpack& piece : unpacks) std::memcpy(piece.to, piece.from, piece.bytes);
-    }
+    if (enqueued) copy_runs(unpacks, owner.copy_);
     for (std::uint64_t* slab : slabs) owner.slabs_.release(slab);
     if (chunk != nullptr) owner.staging_.release(chunk);
   }
 
-  // Where a packed peek's block lies in the chunk, and where the caller wants it.
-  struct unpack {
+  // Where a packed peek's block lies in the chunk, and where the caller wants it (or a poke's, the
+  // other way).
+  struct piece {
     std::byte* to;
     const std::byte* from;
     std::size_t bytes;
   };
+  // Copies the pieces, each run of pieces that lie back to back on both sides as one copy (a list made
+  // from one buffer is one run), so that the engine's copy threads share the large ones.
+  static void copy_runs(const std::vector<piece>& pieces, const host_copy& copy) {
+    for (std::size_t i = 0; i < pieces.size();) {
+      piece run = pieces[i];
+      for (++i; i < pieces.size() && pieces[i].to == run.to + run.bytes && pieces[i].from == run.from + run.bytes; ++i) {
+        run.bytes += pieces[i].bytes;
+      }
+      copy(run.to, run.from, run.bytes);
+    }
+  }
 
   block_lists& owner;
   const bool to_device;
@@ -41,7 +50,7 @@ struct block_lists::list {
   std::vector<checked_block> blocks;           // host addresses as the GPU reads them (in the chunk if packed)
   std::vector<std::uint64_t*> slabs;           // the kernel's descriptors, one slab per launch
   staging_pool::chunk chunk = nullptr;         // pageable blocks, packed
-  std::vector<unpack> unpacks;
+  std::vector<piece> unpacks;
   bool enqueued = false;
 };
 
@@ -55,11 +64,12 @@ std::string status_name(const driver_table& driver, CUresult status) {
 
 }  // namespace
 
-block_lists::block_lists(const driver_table& driver, settings chosen, staging_pool& staging,
+block_lists::block_lists(const driver_table& driver, settings chosen, staging_pool& staging, host_copy copy,
                          std::function<void(const std::string&)> report)
     : driver_(driver),
       settings_(chosen),
       staging_(staging),
+      copy_(std::move(copy)),
       report_(std::move(report)),
       kernel_usable_(chosen.kernel_usable),
       // Three words per block: the sources, destinations and sizes ferry_copy_blocks reads.
@@ -113,16 +123,19 @@ prepared_transfer block_lists::prepare(std::string_view operation, bool to_devic
       chosen = batch_path::copy_engine;
     } else {
       std::size_t offset = 0;
+      std::vector<list::piece> packs;
       for (checked_block& b : blocks.blocks) {
         std::byte* place = blocks.chunk + offset;
+        auto* host = reinterpret_cast<std::byte*>(b.host);
         if (to_device) {
-          std::memcpy(place, reinterpret_cast<const void*>(b.host), b.bytes);
+          packs.push_back({place, host, b.bytes});
         } else {
-          blocks.unpacks.push_back({reinterpret_cast<std::byte*>(b.host), place, b.bytes});
+          blocks.unpacks.push_back({host, place, b.bytes});
         }
         b.host = reinterpret_cast<std::uintptr_t>(place);
         offset += b.bytes;
       }
+      list::copy_runs(packs, copy_);
     }
   }
   if (chosen == batch_path::kernel) {

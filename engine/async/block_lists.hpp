@@ -29,7 +29,10 @@ class block_lists {
     std::size_t kernel_min_blocks;  // batch_path::automatic takes the kernel from this many blocks on
   };
 
-  block_lists(const driver_table& driver, settings chosen, staging_pool& staging,
+  // Copies host memory (packing and unpacking pageable blocks): the engine's copy threads share large runs.
+  using host_copy = std::function<void(std::byte* destination, const std::byte* source, std::size_t bytes)>;
+
+  block_lists(const driver_table& driver, settings chosen, staging_pool& staging, host_copy copy,
               std::function<void(const std::string&)> report);
   block_lists(const block_lists&) = delete;
   block_lists& operator=(const block_lists&) = delete;
@@ -63,6 +66,7 @@ class block_lists {
   const driver_table& driver_;
   const settings settings_;
   staging_pool& staging_;
+  host_copy copy_;
   std::function<void(const std::string&)> report_;
   std::atomic<bool> kernel_usable_;  // cleared when the driver refuses a launch for good
   descriptor_slabs slabs_;

@@ -101,6 +101,9 @@ engine_core::impl::impl(const engine_options& opts)
   const bool kernel_usable = kernel_reaches_host_memory(driver, device);
   blocks = std::make_unique<block_lists>(
       driver, block_lists::settings{ordinal, kernel_usable, options.batch_kernel_min_copies}, *staging,
+      [this](std::byte* destination, const std::byte* source, std::size_t bytes) {
+        parallel_copy(destination, source, bytes);
+      },
       options.on_failure);
   if (options.batch_window.count() > 0) {
     const copy_batcher::settings batching{options.batch_window, options.batch_most_copies, options.batching,
