@@ -69,35 +69,35 @@ class host_regions {
 };
 
 // The written ranges (the device's for a poke, the host's for a peek) must not overlap: the blocks move
-// at once, and which of two overlapping writes lands would be chance.
+// at once, and which of two overlapping writes lands would be chance. Sorted as bare [begin, end) pairs
+// (the sort is most of a long list's checks); the blocks are looked up only for the message.
 void check_written_ranges_disjoint(std::string_view operation, const std::vector<checked_block>& blocks,
                                    bool to_device) {
-  struct written {
-    std::uintptr_t begin;
-    std::size_t bytes;
-    std::size_t index;
-  };
-  std::vector<written> ranges;
+  std::vector<std::pair<std::uintptr_t, std::uintptr_t>> ranges;
   ranges.reserve(blocks.size());
-  for (std::size_t i = 0; i < blocks.size(); ++i) {
-    if (blocks[i].bytes == 0) continue;
-    ranges.push_back({to_device ? blocks[i].device : blocks[i].host, blocks[i].bytes, i});
+  for (const checked_block& b : blocks) {
+    const std::uintptr_t begin = to_device ? b.device : b.host;
+    if (b.bytes > 0) ranges.emplace_back(begin, begin + b.bytes);
   }
-  std::sort(ranges.begin(), ranges.end(), [](const written& a, const written& b) { return a.begin < b.begin; });
+  std::sort(ranges.begin(), ranges.end());
   for (std::size_t k = 1; k < ranges.size(); ++k) {
-    const written& before = ranges[k - 1];
-    const written& after = ranges[k];
-    if (after.begin - before.begin < before.bytes) {
-      const char* side = to_device ? "device" : "host";
-      const std::size_t first = std::min(before.index, after.index);
-      const std::size_t second = std::max(before.index, after.index);
-      const written& a = before.index == first ? before : after;
-      const written& b = before.index == first ? after : before;
-      throw_invalid_argument(operation, block_argument(first, side) + " [" + hex(a.begin) + ", " +
-                                            hex(a.begin + a.bytes) + ") and " + block_argument(second, side) + " [" +
-                                            hex(b.begin) + ", " + hex(b.begin + b.bytes) +
-                                            ") overlap; the blocks' destinations may not overlap");
+    if (ranges[k].first >= ranges[k - 1].second) continue;
+    // The two blocks whose ranges these are, in list order.
+    std::vector<std::size_t> found;
+    for (std::size_t i = 0; i < blocks.size() && found.size() < 2; ++i) {
+      const std::uintptr_t begin = to_device ? blocks[i].device : blocks[i].host;
+      if (blocks[i].bytes > 0 && ((begin == ranges[k - 1].first && begin + blocks[i].bytes == ranges[k - 1].second) ||
+                                  (begin == ranges[k].first && begin + blocks[i].bytes == ranges[k].second))) {
+        found.push_back(i);
+      }
     }
+    const char* side = to_device ? "device" : "host";
+    const auto range_of = [&](std::size_t i) {
+      const std::uintptr_t begin = to_device ? blocks[i].device : blocks[i].host;
+      return block_argument(i, side) + " [" + hex(begin) + ", " + hex(begin + blocks[i].bytes) + ")";
+    };
+    throw_invalid_argument(operation, range_of(found.at(0)) + " and " + range_of(found.at(1)) +
+                                          " overlap; the blocks' destinations may not overlap");
   }
 }
 
