@@ -12,7 +12,7 @@ usage:
       Regenerates every table between a line "<!-- figures:begin NAME -->" and the next line
       "<!-- figures:end -->" in each FILE (default: README.md and docs/performance.md), from the
       JSON files under DIR (default: bench/results). NAME is one of: headline, targets, sweep,
-      fast-paths, engine, kernel-path, marshal, pipeline, soak (from h200*.json) and peer (h200x2.json); TABLES
+      fast-paths, engine, blocks, kernel-path, marshal, pipeline, soak (from h200*.json) and peer (h200x2.json); TABLES
       below says what each holds. With --check nothing is written; the exit status is 1 when a FILE
       is out of date.
 
@@ -76,6 +76,16 @@ ENGINE_LABELS = {
     "many_small_4KiB_d2h": "1024 concurrent 4 KiB peeks into page-locked memory (automatic)",
 }
 
+BLOCKS_LABELS = {
+    "many_small_4KiB_pinned_h2d": "1024 page-locked 4 KiB blocks to random device places: one poke_blocks (automatic path) "
+                                  "against a cuMemcpyHtoDAsync per block",
+    "many_small_4KiB_pinned_h2d_copy_engine": "the same list forced onto cuMemcpyBatchAsync",
+    "many_small_4KiB_pageable_h2d": "1024 pageable 4 KiB blocks: one poke_blocks (packed through a staging chunk)",
+    "many_small_4KiB_pinned_d2h": "1024 4 KiB blocks into page-locked memory: one peek_blocks",
+    "many_small_4KiB_pageable_d2h": "1024 4 KiB blocks into pageable memory: one peek_blocks",
+    "many_small_64KiB_pinned_h2d": "1024 page-locked 64 KiB blocks: one poke_blocks",
+}
+
 KERNEL_PATH_LABELS = {
     "compute_beside_kernel_batches": "an FMA-bound kernel filling every SM, with batches by the gather kernel beside it",
     "compute_beside_copy_engine_batches": "the same kernel, with batches by cuMemcpyBatchAsync beside it",
@@ -108,6 +118,7 @@ TABLES = {
     "sweep": {"source": "h200.json", "kind": "sweep"},
     "fast-paths": {"source": "h200.json", "kind": "rows", "rows": FAST_PATHS},
     "engine": {"source": "h200-engine.json", "kind": "all", "labels": ENGINE_LABELS},
+    "blocks": {"source": "h200-blocks.json", "kind": "all", "labels": BLOCKS_LABELS},
     "kernel-path": {"source": "h200-kernel-path.json", "kind": "all", "labels": KERNEL_PATH_LABELS,
                     "columns": ("with copies beside it", "alone")},
     "marshal": {"source": "h200-marshal.json", "kind": "all"},

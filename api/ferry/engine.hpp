@@ -52,11 +52,13 @@
 
 #include <memory>
 #include <optional>
+#include <ranges>
 #include <span>
 #include <stdexcept>
 #include <type_traits>
 #include <vector>
 
+#include "ferry/blocks.hpp"
 #include "ferry/buffers.hpp"
 #include "ferry/context.hpp"
 #include "ferry/detail/engine_core.hpp"
@@ -177,6 +179,40 @@ class engine {
     auto transfer = core_->prepare_copy("engine::peek", count, sizeof(T), detail::device_side("source", source.get()),
                                         detail::pageable_side("destination", owned->data()));
     return start_owning(std::move(transfer), options, std::move(owned), std::forward<Token>(token));
+  }
+
+  // ---- poke_blocks / peek_blocks: many blocks in one operation
+  //
+  // Completion signature: void(error_code, std::size_t bytes), the bytes of every block. Per-operation
+  //   cancellation: terminal, partial (only before the list is on a stream). Lifetime of arguments: the
+  //   list itself is read during the call; page-locked host memory and device memory until the handler
+  //   runs; a pageable poke's source only during the call (it is packed then), a pageable peek's
+  //   destination until the handler runs. Which thread runs the handler: one running its associated
+  //   executor. On failure the destinations' contents are unspecified.
+  // `blocks` is a contiguous range of ferry::block_pair (blocks.hpp). Page-locked blocks move by one launch of
+  // the gather/scatter kernel (from engine_options::batch_kernel_min_copies blocks on, where the device
+  // reaches page-locked memory) or one cuMemcpyBatchAsync; transfer_options::batching picks one. Pageable
+  // blocks are packed into a staging chunk when they fit one. The written ranges (the device's for a poke,
+  // the host's for a peek) may not overlap; every block is checked, and an error names it.
+  template <class Blocks, class Token>
+    requires detail::poke_block_range<Blocks>
+  auto poke_blocks(const Blocks& blocks, Token&& token) {
+    return poke_blocks(blocks, transfer_options{}, std::forward<Token>(token));
+  }
+  template <class Blocks, class Token>
+    requires detail::poke_block_range<Blocks>
+  auto poke_blocks(const Blocks& blocks, transfer_options options, Token&& token) {
+    return start_blocks("engine::poke_blocks", true, blocks, std::move(options), std::forward<Token>(token));
+  }
+  template <class Blocks, class Token>
+    requires detail::peek_block_range<Blocks>
+  auto peek_blocks(const Blocks& blocks, Token&& token) {
+    return peek_blocks(blocks, transfer_options{}, std::forward<Token>(token));
+  }
+  template <class Blocks, class Token>
+    requires detail::peek_block_range<Blocks>
+  auto peek_blocks(const Blocks& blocks, transfer_options options, Token&& token) {
+    return start_blocks("engine::peek_blocks", false, blocks, std::move(options), std::forward<Token>(token));
   }
 
   // ---- copy: device to device (same context), 2-D regions, and between contexts or devices
@@ -345,6 +381,25 @@ class engine {
               detail::stage_trace::mark(detail::stage_trace::stage::initiating_call_returns);
             }},
         token, std::move(transfer));
+  }
+
+  template <class Blocks, class Token>
+  auto start_blocks(std::string_view operation, bool to_device, const Blocks& blocks, transfer_options options,
+                    Token&& token) {
+    using block_type = std::ranges::range_value_t<Blocks>;
+    using host_type = typename block_type::host_type;
+    std::vector<detail::block_sides> sides;
+    sides.reserve(std::ranges::size(blocks));
+    for (const block_type& b : blocks) {
+      sides.push_back({reinterpret_cast<std::uintptr_t>(std::data(b.host)), b.device.get(), std::size(b.host)});
+    }
+    const detail::memory_kind host_kind = detail::is_pinned_span<std::remove_cv_t<host_type>>
+                                              ? detail::memory_kind::pinned_host
+                                              : detail::memory_kind::pageable_host;
+    auto transfer = core_->prepare_blocks(operation, to_device, host_kind, sides,
+                                          sizeof(typename block_type::element_type), options.batching, options.plan);
+    options.batching = batch_path::automatic;  // prepare_blocks chose the path
+    return start_transfer(std::move(transfer), options, std::forward<Token>(token));
   }
 
   template <class Token>

@@ -185,6 +185,10 @@ struct plan_counts {
   std::size_t driver_staged = 0;
   std::size_t copy_engine_batches = 0;  // batches moved by one cuMemcpyBatchAsync (or copy by copy after a refusal)
   std::size_t kernel_batches = 0;       // batches moved by one launch of the gather/scatter kernel
+  // Block lists (engine::poke_blocks / peek_blocks) moved by the kernel, and by the copy engine. A list
+  // also counts as one pinned transfer.
+  std::size_t kernel_block_lists = 0;
+  std::size_t copy_engine_block_lists = 0;
 };
 
 // How many copy_peer ops took each peer_path so far (engine::peer_counts()), counted when the path is

@@ -98,9 +98,16 @@ engine_core::impl::impl(const engine_options& opts)
   // Registered after the driver's cuInit (driver() ran above), so it runs before the driver's teardown.
   exit_ticket = stop_at_exit([this] { stop_for_exit(); });
   watch_main_thread_exit();
+  const bool kernel_usable = kernel_reaches_host_memory(driver, device);
+  blocks = std::make_unique<block_lists>(
+      driver, block_lists::settings{ordinal, kernel_usable, options.batch_kernel_min_copies}, *staging,
+      [this](std::byte* destination, const std::byte* source, std::size_t bytes) {
+        parallel_copy(destination, source, bytes);
+      },
+      options.on_failure);
   if (options.batch_window.count() > 0) {
     const copy_batcher::settings batching{options.batch_window, options.batch_most_copies, options.batching,
-                                          options.batch_kernel_min_copies, kernel_reaches_host_memory(driver, device)};
+                                          options.batch_kernel_min_copies, kernel_usable};
     batcher = std::make_unique<copy_batcher>(
         driver, context, ordinal, *bridge, [this] { return pool[next_pool_stream.fetch_add(1) % pool.size()]; },
         batching, options.on_failure);
@@ -110,6 +117,7 @@ engine_core::impl::impl(const engine_options& opts)
 void engine_core::impl::stop_for_exit() {
   if (stopped_for_exit.exchange(true)) return;
   if (batcher) batcher->stop_for_exit();
+  if (blocks) blocks->abandon();
   bridge->stop_for_exit();
   workers.stop();
   workers.join();
@@ -123,6 +131,7 @@ engine_core::impl::~impl() {
     // Destroyed during exit after the driver's teardown began: its threads are stopped; what the
     // driver holds for it goes with the process. Destroying these would call the driver.
     (void)batcher.release();
+    (void)blocks.release();
     (void)bridge.release();
     (void)staging.release();
     (void)registrations.release();
@@ -136,6 +145,7 @@ engine_core::impl::~impl() {
   }
   caller_context in_engine(driver, context);  // freeing page-locked memory (flags, staging) needs it
   batcher.reset();
+  blocks.reset();  // before the staging pool, whose chunks its lists lease
   bridge.reset();
   workers.join();
   copiers.stop();
@@ -221,7 +231,9 @@ plan_counts engine_core::counts() const noexcept {
           batcher ? batcher->batch_refusals() : 0,
           impl_->driver_staged_plans.load(),
           batcher ? batcher->copy_engine_batches() : 0,
-          batcher ? batcher->kernel_batches() : 0};
+          batcher ? batcher->kernel_batches() : 0,
+          impl_->blocks->kernel_lists(),
+          impl_->blocks->copy_engine_lists()};
 }
 
 void engine_core::order(CUstream first, CUstream then) {

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/async/block_lists.hpp"
 #include "engine/async/caller_context.hpp"
 #include "engine/async/completion_bridge.hpp"
 #include "engine/async/copy_batcher.hpp"
@@ -117,6 +118,7 @@ struct engine_core::impl {
   std::unique_ptr<staging_pool> staging;
   std::unique_ptr<registration_cache> registrations;
   std::unique_ptr<copy_batcher> batcher;
+  std::unique_ptr<block_lists> blocks;  // engine::poke_blocks / peek_blocks
   int exit_ticket = -1;
   std::atomic<bool> stopped_for_exit{false};  // the process is exiting: no more driver calls
   std::atomic<std::size_t> pinned_plans{0}, registered_plans{0}, staged_plans{0}, batched_plans{0},

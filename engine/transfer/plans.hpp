@@ -9,7 +9,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
+#include <vector>
 
 #include "ferry/detail/engine_core.hpp"
 #include "ferry/detail/transfer.hpp"
@@ -50,6 +52,21 @@ std::size_t plan_copy_peer(std::string_view operation, std::size_t count, std::s
 prepared_transfer prepare_copy_peer(std::string_view operation, std::size_t count, std::size_t element_size,
                                     CUdeviceptr source, CUcontext source_context, CUdeviceptr destination,
                                     CUcontext destination_context);
+
+// A vectored transfer's blocks, checked: byte sizes, each side inside memory the driver knows (pageable
+// host memory: not null, not device memory), host and device sides apart, the written sides disjoint.
+// Every message names the block (blocks[i].host, blocks[i].device).
+struct checked_block {
+  std::uintptr_t host;
+  CUdeviceptr device;
+  std::size_t bytes;
+};
+struct checked_blocks {
+  std::vector<checked_block> blocks;
+  std::size_t bytes = 0;  // all blocks together
+};
+checked_blocks plan_blocks(std::string_view operation, bool to_device, memory_kind host_kind,
+                           std::span<const block_sides> blocks, std::size_t element_size);
 
 std::size_t plan_fill(std::string_view operation, CUdeviceptr destination, std::size_t count, std::size_t element_size);
 // `pattern`: element_size bytes. No stream: the legacy stream, waited for.

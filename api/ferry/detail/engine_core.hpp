@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -44,6 +45,14 @@ struct prepared_transfer {
 
   // "engine::poke: 4096 bytes [0x... -> 0x...)": built only when a message needs it.
   std::string label() const;
+};
+
+// One block of a vectored transfer as the engine core sees it: `count` elements between host memory at
+// `host` and device memory at `device`.
+struct block_sides {
+  std::uintptr_t host;
+  CUdeviceptr device;
+  std::size_t count;
 };
 
 // Sets the plan a caller forces (transfer_options::plan). Throws std::invalid_argument for
@@ -100,6 +109,12 @@ class engine_core {
                                  std::size_t element_size, const void* pattern);
   prepared_transfer prepare_prefetch(std::string_view operation, CUdeviceptr pointer, std::size_t count,
                                      std::size_t element_size, CUmemLocation location);
+  // Many blocks in one transfer (engine::poke_blocks / peek_blocks): every block checked, the blocks' device
+  // ranges (poke) or host ranges (peek) disjoint; `host_kind` pinned_host or pageable_host. `path` and
+  // `plan` are the caller's transfer_options (a forced plan is refused: the blocks choose their own way).
+  prepared_transfer prepare_blocks(std::string_view operation, bool to_device, memory_kind host_kind,
+                                   std::span<const block_sides> blocks, std::size_t element_size, batch_path path,
+                                   transfer_plan plan);
 
   // Starts a prepared transfer on `stream` (in submission order with other ops given that stream) or,
   // without one, on a pool stream. The op completes through its completion, never inline. When the

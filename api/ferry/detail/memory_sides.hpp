@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "ferry/blocks.hpp"
 #include "ferry/detail/transfer.hpp"
 #include "ferry/views.hpp"
 
@@ -46,6 +47,33 @@ template <class Memory, class T>
 concept host_source_of = std::is_convertible_v<std::remove_reference_t<Memory>&, std::span<const T>>;
 template <class Memory, class T>
 concept host_destination_of = !std::is_const_v<T> && std::is_convertible_v<std::remove_reference_t<Memory>&, std::span<T>>;
+
+// A block list's element (engine::poke_blocks / peek_blocks): a ferry::block_pair whose host side is a view
+// (pinned_span or std::span), so that the list names memory and never owns it.
+template <class Host>
+inline constexpr bool is_host_view = is_pinned_span<Host>;
+template <class U, std::size_t Extent>
+inline constexpr bool is_host_view<std::span<U, Extent>> = true;
+
+template <class Block>
+inline constexpr bool is_block = false;
+template <class Host, class T>
+inline constexpr bool is_block<block_pair<Host, T>> = is_host_view<Host>;
+
+template <class Blocks>
+concept block_range = std::ranges::contiguous_range<Blocks> && std::ranges::sized_range<Blocks> &&
+                      is_block<std::ranges::range_value_t<Blocks>>;
+template <class Blocks>
+concept poke_block_range =
+    block_range<Blocks> &&
+    !std::is_const_v<typename std::ranges::range_value_t<Blocks>::element_type> &&
+    host_source_of<typename std::ranges::range_value_t<Blocks>::host_type,
+                   typename std::ranges::range_value_t<Blocks>::element_type>;
+template <class Blocks>
+concept peek_block_range =
+    block_range<Blocks> &&
+    host_destination_of<typename std::ranges::range_value_t<Blocks>::host_type,
+                        std::remove_const_t<typename std::ranges::range_value_t<Blocks>::element_type>>;
 
 template <class Memory>
 endpoint host_side(std::string_view argument, const Memory& memory) {

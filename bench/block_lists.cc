@@ -1,0 +1,262 @@
+// Many small copies as one block list (engine::poke_blocks / peek_blocks) against the raw driver's way
+// of making them, same process, interleaved: a loop of one cuMemcpyHtoDAsync (or DtoH) per block, then
+// a stream sync. 1024 blocks of 4 KiB (or 64 KiB) between consecutive host places and device places in
+// a random order, so that neither side is one contiguous copy. Pinned rows read and write page-locked
+// memory; pageable rows ordinary heap memory on both sides (the driver stages those copies itself).
+// Rows: many_small_{4KiB,64KiB}_{pinned,pageable}_{h2d,d2h} (the engine's automatic choice of path)
+// and many_small_4KiB_pinned_h2d_copy_engine (the list forced onto cuMemcpyBatchAsync).
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <iostream>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "bench/harness/comparison.hpp"
+#include "bench/harness/driver_check.hpp"
+#include "bench/harness/program.hpp"
+#include "engine/driver/driver_table.hpp"
+#include "ferry/engine.hpp"
+#include "ferry/ferry.hpp"
+
+namespace asio = boost::asio;
+using namespace ferry;
+
+namespace {
+
+constexpr std::size_t blocks = 1024;
+
+using bench::check;
+
+// Host memory of one kind, as the block list's host views name it.
+template <class T>
+using pinned_view = pinned_span<T>;
+template <class T>
+using pageable_view = std::span<T>;
+
+// One size of block: the host buffers (page-locked and pageable), the device area, where block i lives
+// on the device (a random permutation of the slots), the expected bytes.
+struct block_setup {
+  explicit block_setup(std::size_t block_bytes)
+      : block_bytes(block_bytes),
+        pinned_source(pinned_buffer<std::uint8_t>::allocate(blocks * block_bytes)),
+        pinned_back(pinned_buffer<std::uint8_t>::allocate(blocks * block_bytes)),
+        pageable_source(blocks * block_bytes),
+        pageable_back(blocks * block_bytes),
+        device(device_buffer<std::uint8_t>::allocate(blocks * block_bytes)),
+        slot(blocks) {
+    std::mt19937_64 generator(11);
+    expected.resize(blocks * block_bytes);
+    for (auto& byte : expected) byte = static_cast<std::uint8_t>(generator());
+    std::memcpy(pinned_source.data(), expected.data(), expected.size());
+    std::memcpy(pageable_source.data(), expected.data(), expected.size());
+    std::iota(slot.begin(), slot.end(), 0);
+    std::shuffle(slot.begin(), slot.end(), generator);
+  }
+
+  CUdeviceptr device_place(std::size_t i) const { return device.get().get() + slot[i] * block_bytes; }
+
+  // The device holds block i at its slot: checks every byte, then poisons the area for the next run.
+  void verify_device() {
+    std::vector<std::uint8_t> there(expected.size());
+    check(raw.cuMemcpyDtoH(there.data(), device.get().get(), there.size()), "cuMemcpyDtoH");
+    for (std::size_t i = 0; i < blocks; ++i) {
+      if (std::memcmp(there.data() + slot[i] * block_bytes, expected.data() + i * block_bytes, block_bytes) != 0) {
+        throw std::runtime_error("block " + std::to_string(i) + " differs on the device after the run");
+      }
+    }
+    check(raw.cuMemsetD8(device.get().get(), 0xA5, there.size()), "cuMemsetD8");
+  }
+  // Peeks: the device holds every block at its slot; `back` must receive them in order.
+  void fill_device() {
+    for (std::size_t i = 0; i < blocks; ++i) {
+      check(raw.cuMemcpyHtoD(device_place(i), expected.data() + i * block_bytes, block_bytes), "cuMemcpyHtoD");
+    }
+  }
+  void verify_back(std::uint8_t* back) {
+    if (std::memcmp(back, expected.data(), expected.size()) != 0) throw std::runtime_error("peeked blocks differ");
+    std::memset(back, 0xA5, expected.size());
+  }
+
+  const detail::driver_table& raw = detail::driver();
+  std::size_t block_bytes;
+  pinned_buffer<std::uint8_t> pinned_source;
+  pinned_buffer<std::uint8_t> pinned_back;
+  std::vector<std::uint8_t> pageable_source;
+  std::vector<std::uint8_t> pageable_back;
+  device_buffer<std::uint8_t> device;
+  std::vector<std::size_t> slot;
+  std::vector<std::uint8_t> expected;
+  stream raw_stream = stream::create();
+};
+
+template <template <class> class View, class T>
+View<T> view_of(T* data, std::size_t size) {
+  if constexpr (std::is_same_v<View<T>, pinned_span<T>>) {
+    return View<T>(host_ptr<T>(data), size);
+  } else {
+    return View<T>(data, size);
+  }
+}
+
+// One row: the list poked (or peeked) by `gpu`, against the raw loop over the same places.
+template <template <class> class View>
+bench::comparison_spec list_case(block_setup& s, engine& gpu, std::string name, bool peeks, std::uint8_t* source,
+                                 std::uint8_t* back, transfer_options per_call) {
+  using poke_block = block_pair<View<const std::uint8_t>, std::uint8_t>;
+  using peek_block = block_pair<View<std::uint8_t>, const std::uint8_t>;
+  auto pokes = std::make_shared<std::vector<poke_block>>();
+  auto peeks_list = std::make_shared<std::vector<peek_block>>();
+  for (std::size_t i = 0; i < blocks; ++i) {
+    const CUdeviceptr place = s.device_place(i);
+    pokes->push_back({view_of<View>(static_cast<const std::uint8_t*>(source + i * s.block_bytes), s.block_bytes),
+                      device_ptr<std::uint8_t>(place)});
+    peeks_list->push_back({view_of<View>(back + i * s.block_bytes, s.block_bytes), device_ptr<const std::uint8_t>(place)});
+  }
+  // The measuring thread spins until the handler has run, as the raw side spins in cuStreamSynchronize
+  // (a future would add a parked thread's wake-up to ferry's time); it yields as it spins, so that where
+  // cores are few (the sim on a small machine) the threads doing the copy are not starved.
+  auto ferry_run = [&gpu, pokes, peeks_list, peeks, per_call] {
+    std::atomic<bool> done{false};
+    boost::system::error_code failure;
+    auto handler = [&done, &failure](boost::system::error_code error, std::size_t) {
+      failure = error;
+      done.store(true, std::memory_order_release);
+    };
+    if (peeks) {
+      gpu.peek_blocks(*peeks_list, per_call, handler);
+    } else {
+      gpu.poke_blocks(*pokes, per_call, handler);
+    }
+    while (!done.load(std::memory_order_acquire)) std::this_thread::yield();
+    if (failure) throw boost::system::system_error(failure);
+  };
+  auto raw_run = [&s, peeks, source, back] {
+    for (std::size_t i = 0; i < blocks; ++i) {
+      const CUresult status =
+          peeks ? s.raw.cuMemcpyDtoHAsync(back + i * s.block_bytes, s.device_place(i), s.block_bytes, s.raw_stream.get())
+                : s.raw.cuMemcpyHtoDAsync(s.device_place(i), source + i * s.block_bytes, s.block_bytes,
+                                          s.raw_stream.get());
+      check(status, peeks ? "cuMemcpyDtoHAsync" : "cuMemcpyHtoDAsync");
+    }
+    check(s.raw.cuStreamSynchronize(s.raw_stream.get()), "cuStreamSynchronize");
+  };
+  auto verify = [&s, peeks, back] {
+    if (peeks) {
+      s.verify_back(back);
+    } else {
+      s.verify_device();
+    }
+  };
+  return {std::move(name), blocks * s.block_bytes, 1, 2, 9, ferry_run, raw_run, verify};
+}
+
+// Where a list's time goes: the initiating call (checks, descriptors, enqueue), the GPU's time for the
+// list (events on a stream of the caller's around it), and the whole operation until its handler has
+// run (a callback raising a flag). Printed, not a result row.
+void print_where_the_time_goes(block_setup& s, engine& gpu) {
+  std::vector<block_pair<pinned_span<const std::uint8_t>, std::uint8_t>> list;
+  for (std::size_t i = 0; i < blocks; ++i) {
+    list.push_back({view_of<pinned_view>(static_cast<const std::uint8_t*>(s.pinned_source.data() + i * s.block_bytes),
+                                         s.block_bytes),
+                    device_ptr<std::uint8_t>(s.device_place(i))});
+  }
+  stream on = stream::create();
+  CUevent before = nullptr;
+  CUevent after = nullptr;
+  check(s.raw.cuEventCreate(&before, CU_EVENT_DEFAULT), "cuEventCreate");
+  check(s.raw.cuEventCreate(&after, CU_EVENT_DEFAULT), "cuEventCreate");
+  constexpr int rounds = 50;
+  double initiating = 0;
+  double gpu_time = 0;
+  double whole = 0;
+  for (int r = 0; r < rounds; ++r) {
+    std::atomic<bool> done{false};
+    check(s.raw.cuEventRecord(before, on.get()), "cuEventRecord");
+    const auto start = std::chrono::steady_clock::now();
+    gpu.poke_blocks(list, transfer_options{on}, [&done](boost::system::error_code error, std::size_t) {
+      if (error) throw boost::system::system_error(error);
+      done.store(true, std::memory_order_release);
+    });
+    const auto returned = std::chrono::steady_clock::now();
+    check(s.raw.cuEventRecord(after, on.get()), "cuEventRecord");
+    while (!done.load(std::memory_order_acquire)) std::this_thread::yield();
+    const auto completed = std::chrono::steady_clock::now();
+    check(s.raw.cuEventSynchronize(after), "cuEventSynchronize");
+    float milliseconds = 0;
+    check(s.raw.cuEventElapsedTime(&milliseconds, before, after), "cuEventElapsedTime");
+    initiating += std::chrono::duration<double, std::micro>(returned - start).count();
+    whole += std::chrono::duration<double, std::micro>(completed - start).count();
+    gpu_time += 1000.0 * milliseconds;
+  }
+  s.raw.cuEventDestroy(before);
+  s.raw.cuEventDestroy(after);
+  std::cerr << "block_lists: a list of " << blocks << " blocks of " << s.block_bytes << " bytes (mean of " << rounds
+            << "): initiating call " << initiating / rounds << " us, on the GPU " << gpu_time / rounds
+            << " us, until the handler ran " << whole / rounds << " us\n";
+}
+
+std::vector<bench::result> lists_of(std::size_t block_bytes, bool every_kind) {
+  asio::io_context io(1);
+  auto guard = asio::make_work_guard(io);
+  std::thread runner([&io] { io.run(); });  // the handlers' executor
+  engine gpu{io.get_executor()};
+  block_setup s(block_bytes);
+  const std::string size = block_bytes == 4096 ? "4KiB" : "64KiB";
+  std::vector<bench::comparison_spec> pokes{list_case<pinned_view>(s, gpu, "many_small_" + size + "_pinned_h2d", false,
+                                                                   s.pinned_source.data(), nullptr, {})};
+  if (every_kind) {
+    pokes.push_back(list_case<pinned_view>(s, gpu, "many_small_" + size + "_pinned_h2d_copy_engine", false,
+                                           s.pinned_source.data(), nullptr, batch_path::copy_engine));
+    pokes.push_back(list_case<pageable_view>(s, gpu, "many_small_" + size + "_pageable_h2d", false,
+                                             s.pageable_source.data(), nullptr, {}));
+  }
+  std::vector<bench::result> rows = bench::compare_all(std::move(pokes));
+  if (every_kind) {
+    s.fill_device();
+    std::memset(s.pinned_back.data(), 0xA5, s.pinned_back.size());
+    std::memset(s.pageable_back.data(), 0xA5, s.pageable_back.size());
+    for (bench::result& row : bench::compare_all({
+             list_case<pinned_view>(s, gpu, "many_small_" + size + "_pinned_d2h", true, nullptr, s.pinned_back.data(), {}),
+             list_case<pageable_view>(s, gpu, "many_small_" + size + "_pageable_d2h", true, nullptr,
+                                      s.pageable_back.data(), {}),
+         })) {
+      rows.push_back(std::move(row));
+    }
+  }
+  print_where_the_time_goes(s, gpu);
+  const plan_counts counted = gpu.plan_counts();
+  std::cerr << "block_lists (" << size << " blocks): " << counted.kernel_block_lists << " lists by kernel, "
+            << counted.copy_engine_block_lists << " by copy engine\n";
+  guard.reset();
+  io.stop();
+  runner.join();
+  return rows;
+}
+
+std::vector<bench::result> small_blocks(int&) { return lists_of(4096, true); }
+std::vector<bench::result> large_blocks(int&) { return lists_of(std::size_t{64} << 10, false); }
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const bench::comparison_program program(argc, argv);
+  const std::string device_name = program.on.gpu.name();
+  std::cerr << "ferry block_lists on the " << program.backend << " backend: " << device_name << "\n";
+  int unused = 0;
+  program.report(bench::run_groups(unused, {small_blocks, large_blocks}), "blocks", device_name);
+  return 0;
+} catch (const std::exception& error) {
+  std::cerr << "block_lists: " << error.what() << "\n";
+  return 1;
+}

@@ -1,0 +1,257 @@
+#include "engine/async/block_lists.hpp"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/async/caller_context.hpp"
+#include "engine/async/engine_core_impl.hpp"
+#include "engine/errors/check.hpp"
+#include "engine/kernels/launch.hpp"
+#include "engine/transfer/plans.hpp"
+#include "ferry/error.hpp"
+
+namespace ferry::detail {
+
+struct block_lists::list {
+  list(block_lists& owner, bool to_device) : owner(owner), to_device(to_device) {}
+  list(const list&) = delete;
+  list& operator=(const list&) = delete;
+  // The GPU is done with the list (or it never reached a stream): a packed peek's bytes go to the
+  // caller's memory before the caller hears, and the slabs and the chunk go back.
+  ~list() {
+    if (enqueued) copy_runs(unpacks, owner.copy_);
+    for (std::uint64_t* slab : slabs) owner.slabs_.release(slab);
+    if (chunk != nullptr) owner.staging_.release(chunk);
+  }
+
+  // Where a packed peek's block lies in the chunk, and where the caller wants it (or a poke's, the
+  // other way).
+  struct piece {
+    std::byte* to;
+    const std::byte* from;
+    std::size_t bytes;
+  };
+  // Copies the pieces, each run of pieces that lie back to back on both sides as one copy (a list made
+  // from one buffer is one run), so that the engine's copy threads share the large ones.
+  static void copy_runs(const std::vector<piece>& pieces, const host_copy& copy) {
+    for (std::size_t i = 0; i < pieces.size();) {
+      piece run = pieces[i];
+      for (++i; i < pieces.size() && pieces[i].to == run.to + run.bytes && pieces[i].from == run.from + run.bytes; ++i) {
+        run.bytes += pieces[i].bytes;
+      }
+      copy(run.to, run.from, run.bytes);
+    }
+  }
+
+  block_lists& owner;
+  const bool to_device;
+  batch_path path = batch_path::copy_engine;   // kernel or copy_engine, chosen at the call
+  std::vector<checked_block> blocks;           // host addresses as the GPU reads them (in the chunk if packed)
+  std::vector<std::uint64_t*> slabs;           // the kernel's descriptors, one slab per launch
+  staging_pool::chunk chunk = nullptr;         // pageable blocks, packed
+  std::vector<piece> unpacks;
+  bool enqueued = false;
+};
+
+namespace {
+
+std::string status_name(const driver_table& driver, CUresult status) {
+  const char* name = nullptr;
+  driver.cuGetErrorName(status, &name);
+  return name ? name : std::to_string(static_cast<int>(status));
+}
+
+}  // namespace
+
+block_lists::block_lists(const driver_table& driver, settings chosen, staging_pool& staging, host_copy copy,
+                         std::function<void(const std::string&)> report)
+    : driver_(driver),
+      settings_(chosen),
+      staging_(staging),
+      copy_(std::move(copy)),
+      report_(std::move(report)),
+      kernel_usable_(chosen.kernel_usable),
+      // Three words per block: the sources, destinations and sizes ferry_copy_blocks reads.
+      slabs_(driver, 3 * blocks_per_launch) {}
+
+batch_path block_lists::choose_path(std::string_view operation, batch_path path, const list& blocks) const {
+  if (path != batch_path::automatic && path != batch_path::copy_engine && path != batch_path::kernel) {
+    throw_invalid_argument(operation, "transfer_options::batching " + std::to_string(static_cast<int>(path)) +
+                                          " is not a batch_path");
+  }
+  const bool usable = kernel_usable_.load(std::memory_order_relaxed);
+  if (path == batch_path::kernel && !settings_.kernel_usable) {
+    throw_invalid_argument(operation, "transfer_options::batching is kernel, but device " +
+                                          std::to_string(settings_.ordinal) +
+                                          " cannot reach page-locked host memory at its host address (no unified "
+                                          "addressing, or CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM is 0): choose "
+                                          "automatic or copy_engine");
+  }
+  if (path == batch_path::copy_engine || !usable) return batch_path::copy_engine;
+  if (path == batch_path::automatic && blocks.blocks.size() < settings_.kernel_min_blocks) return batch_path::copy_engine;
+  return batch_path::kernel;
+}
+
+prepared_transfer block_lists::prepare(std::string_view operation, bool to_device, memory_kind host_kind,
+                                       std::span<const block_sides> sides, std::size_t element_size, batch_path path,
+                                       transfer_plan plan) {
+  if (plan != transfer_plan::automatic) {
+    throw_invalid_argument(operation, "transfer_options::plan is " + std::string(to_string(plan)) +
+                                          "; a block list chooses its own way (transfer_options::batching picks "
+                                          "kernel or copy engine)");
+  }
+  checked_blocks checked = plan_blocks(operation, to_device, host_kind, sides, element_size);
+  auto held = std::make_shared<list>(*this, to_device);
+  list& blocks = *held;
+  blocks.blocks.reserve(checked.blocks.size());
+  for (const checked_block& b : checked.blocks) {
+    if (b.bytes > 0) blocks.blocks.push_back(b);  // the copy engine refuses empty copies
+  }
+  batch_path chosen = choose_path(operation, path, blocks);
+  if (host_kind == memory_kind::pageable_host && !blocks.blocks.empty()) {
+    // Packed into one staging chunk where they fit and one is free; otherwise the copy engine reads or
+    // writes the pageable memory itself (through the driver's own staging).
+    if (checked.bytes <= staging_.chunk_bytes()) blocks.chunk = staging_.try_lease();
+    if (blocks.chunk == nullptr) {
+      if (path == batch_path::kernel && checked.bytes > staging_.chunk_bytes()) {
+        throw_invalid_argument(operation, "transfer_options::batching is kernel, but the pageable blocks hold " +
+                                              std::to_string(checked.bytes) +
+                                              " bytes, more than a staging chunk (engine_options::staging_chunk_bytes " +
+                                              std::to_string(staging_.chunk_bytes()) + ") packs for the kernel");
+      }
+      chosen = batch_path::copy_engine;
+    } else {
+      std::size_t offset = 0;
+      std::vector<list::piece> packs;
+      for (checked_block& b : blocks.blocks) {
+        std::byte* place = blocks.chunk + offset;
+        auto* host = reinterpret_cast<std::byte*>(b.host);
+        if (to_device) {
+          packs.push_back({place, host, b.bytes});
+        } else {
+          blocks.unpacks.push_back({host, place, b.bytes});
+        }
+        b.host = reinterpret_cast<std::uintptr_t>(place);
+        offset += b.bytes;
+      }
+      list::copy_runs(packs, copy_);
+    }
+  }
+  if (chosen == batch_path::kernel) {
+    for (std::size_t first = 0; first < blocks.blocks.size(); first += blocks_per_launch) {
+      std::uint64_t* slab = slabs_.acquire();
+      if (slab == nullptr) {  // no page-locked memory for descriptors now: the copy engine needs none
+        chosen = batch_path::copy_engine;
+        break;
+      }
+      blocks.slabs.push_back(slab);
+      const std::size_t count = std::min(blocks_per_launch, blocks.blocks.size() - first);
+      for (std::size_t j = 0; j < count; ++j) {
+        const checked_block& b = blocks.blocks[first + j];
+        slab[j] = to_device ? b.host : b.device;
+        slab[count + j] = to_device ? b.device : b.host;
+        slab[2 * count + j] = b.bytes;
+      }
+    }
+  }
+  blocks.path = chosen;
+
+  prepared_transfer transfer;
+  transfer.operation = operation;
+  transfer.bytes = checked.bytes;
+  if (!checked.blocks.empty()) {
+    const checked_block& first = checked.blocks.front();
+    const endpoint host{host_kind, first.host, "blocks[0].host"};
+    const endpoint device{memory_kind::device, first.device, "blocks[0].device"};
+    transfer.source = to_device ? host : device;
+    transfer.destination = to_device ? device : host;
+  }
+  transfer.extra = " (" + std::to_string(checked.blocks.size()) + " blocks, from the first block's)";
+  list* raw = held.get();  // the transfer holds the list until the GPU is done: the pointer stays valid
+  transfer.enqueue = [this, raw](const prepared_transfer&, CUstream stream) { return enqueue(*raw, stream); };
+  transfer.hold = std::move(held);
+  return transfer;
+}
+
+CUresult block_lists::enqueue(list& blocks, CUstream stream) {
+  const CUresult status =
+      blocks.path == batch_path::kernel ? launch_kernel(blocks, stream) : enqueue_copy_engine(blocks, stream);
+  if (status == CUDA_SUCCESS) (blocks.path == batch_path::kernel ? kernel_lists_ : copy_engine_lists_)++;
+  blocks.enqueued = status == CUDA_SUCCESS;
+  return status;
+}
+
+CUresult block_lists::launch_kernel(list& blocks, CUstream stream) {
+  for (std::size_t k = 0; k < blocks.slabs.size(); ++k) {
+    const std::size_t count = std::min(blocks_per_launch, blocks.blocks.size() - k * blocks_per_launch);
+    // The slab's host address is its device address (unified addressing; kernel_usable says the device
+    // reaches page-locked memory there), so the kernel reads the descriptors and the host blocks in place.
+    const auto words = reinterpret_cast<CUdeviceptr>(blocks.slabs[k]);
+    const std::size_t array_bytes = count * sizeof(std::uint64_t);
+    const CUresult launched = launch_copy_blocks(words, words + array_bytes, words + 2 * array_bytes, count, stream);
+    if (launched == CUDA_SUCCESS) continue;
+    if (k == 0 && !is_sticky(launched)) {
+      // Refused before anything ran (the kernels cannot be loaded, say): the copy engine takes the
+      // list, and the kernel is not tried again.
+      kernel_usable_.store(false, std::memory_order_relaxed);
+      report("the copy kernel (ferry_copy_blocks) could not take a list of " + std::to_string(blocks.blocks.size()) +
+             " blocks (" + status_name(driver_, launched) + "); submitted through the copy engine");
+      blocks.path = batch_path::copy_engine;
+      return enqueue_copy_engine(blocks, stream);
+    }
+    // Part of the list is on the stream: the op fails, but only once that part is done with the memory.
+    driver_.cuStreamSynchronize(stream);
+    return launched;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult block_lists::enqueue_copy_engine(const list& blocks, CUstream stream) {
+  const std::size_t count = blocks.blocks.size();
+  std::vector<CUdeviceptr> sources(count);
+  std::vector<CUdeviceptr> destinations(count);
+  std::vector<std::size_t> sizes(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    const checked_block& b = blocks.blocks[i];
+    sources[i] = blocks.to_device ? b.host : b.device;
+    destinations[i] = blocks.to_device ? b.device : b.host;
+    sizes[i] = b.bytes;
+  }
+  // One attribute for every copy: they all go the same way. Stream order is all they need.
+  CUmemcpyAttributes attributes{};
+  attributes.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+  attributes.srcLocHint.type = blocks.to_device ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE;
+  attributes.srcLocHint.id = blocks.to_device ? 0 : settings_.ordinal;
+  attributes.dstLocHint.type = blocks.to_device ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST;
+  attributes.dstLocHint.id = blocks.to_device ? settings_.ordinal : 0;
+  std::size_t first_attribute = 0;
+  CUresult status = driver_.cuMemcpyBatchAsync(destinations.data(), sources.data(), sizes.data(), count, &attributes,
+                                               &first_attribute, 1, stream);
+  if (status == CUDA_SUCCESS || is_sticky(status)) return status;
+  // A driver without batched copies, or a batch it refuses whole (it enqueues nothing then): a call per block.
+  report("cuMemcpyBatchAsync refused a list of " + std::to_string(count) + " blocks (" + status_name(driver_, status) +
+         "); submitted block by block");
+  status = CUDA_SUCCESS;
+  std::size_t i = 0;
+  for (; i < count && status == CUDA_SUCCESS; ++i) {
+    status = blocks.to_device
+                 ? driver_.cuMemcpyHtoDAsync(destinations[i], reinterpret_cast<const void*>(sources[i]), sizes[i], stream)
+                 : driver_.cuMemcpyDtoHAsync(reinterpret_cast<void*>(destinations[i]), sources[i], sizes[i], stream);
+  }
+  if (status != CUDA_SUCCESS && i > 1) driver_.cuStreamSynchronize(stream);  // part of the list is on the stream
+  return status;
+}
+
+void block_lists::report(const std::string& message) const {
+  if (report_) report_(message);
+}
+
+prepared_transfer engine_core::prepare_blocks(std::string_view operation, bool to_device, memory_kind host_kind,
+                                              std::span<const block_sides> blocks, std::size_t element_size,
+                                              batch_path path, transfer_plan plan) {
+  caller_context in_engine(impl_->driver, impl_->context);
+  return impl_->blocks->prepare(operation, to_device, host_kind, blocks, element_size, path, plan);
+}
+
+}  // namespace ferry::detail

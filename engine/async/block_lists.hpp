@@ -1,0 +1,77 @@
+// Vectored transfers (engine::poke_blocks / peek_blocks): a list of blocks moved as one operation, by
+// one launch of the gather/scatter kernel (ferry_copy_blocks), which reads and writes page-locked host
+// memory in place through unified addressing, or by one cuMemcpyBatchAsync (the copy engine). A driver
+// call per block costs a few microseconds; a launch moves a thousand 4 KiB blocks in about the time the
+// link needs for their bytes. Pageable blocks are packed into a staging chunk first: a poke's at the
+// call, a peek's copied out once the GPU is done, before the caller hears.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "engine/async/descriptor_slabs.hpp"
+#include "engine/async/staging_pool.hpp"
+#include "engine/driver/driver_table.hpp"
+#include "ferry/detail/engine_core.hpp"
+#include "ferry/engine_options.hpp"
+
+namespace ferry::detail {
+
+class block_lists {
+ public:
+  struct settings {
+    int ordinal;                    // the device, for the copy engine's location hints
+    bool kernel_usable;             // the device reaches page-locked host memory at its host address
+    std::size_t kernel_min_blocks;  // batch_path::automatic takes the kernel from this many blocks on
+  };
+
+  // Copies host memory (packing and unpacking pageable blocks): the engine's copy threads share large runs.
+  using host_copy = std::function<void(std::byte* destination, const std::byte* source, std::size_t bytes)>;
+
+  block_lists(const driver_table& driver, settings chosen, staging_pool& staging, host_copy copy,
+              std::function<void(const std::string&)> report);
+  block_lists(const block_lists&) = delete;
+  block_lists& operator=(const block_lists&) = delete;
+
+  // Checks the blocks (std::invalid_argument naming the block) and the options, then holds what the
+  // list needs (descriptor slabs, a staging chunk) until the GPU is done with it. Call in the engine's
+  // context.
+  prepared_transfer prepare(std::string_view operation, bool to_device, memory_kind host_kind,
+                            std::span<const block_sides> blocks, std::size_t element_size, batch_path path,
+                            transfer_plan plan);
+
+  std::size_t kernel_lists() const noexcept { return kernel_lists_.load(); }
+  std::size_t copy_engine_lists() const noexcept { return copy_engine_lists_.load(); }
+
+  // At process exit: forgets the slabs without calling the driver.
+  void abandon() noexcept { slabs_.abandon(); }
+
+  // Blocks one launch carries: one slab holds their three descriptor arrays.
+  static constexpr std::size_t blocks_per_launch = 4096;
+
+ private:
+  struct list;  // one vectored transfer's blocks, slabs and staging, kept until the GPU is done
+
+  batch_path choose_path(std::string_view operation, batch_path path, const list& blocks) const;
+  CUresult enqueue(list& blocks, CUstream stream);
+  // Falls back to the copy engine (and says so in blocks.path) when the driver refuses the first launch.
+  CUresult launch_kernel(list& blocks, CUstream stream);
+  CUresult enqueue_copy_engine(const list& blocks, CUstream stream);
+  void report(const std::string& message) const;
+
+  const driver_table& driver_;
+  const settings settings_;
+  staging_pool& staging_;
+  host_copy copy_;
+  std::function<void(const std::string&)> report_;
+  std::atomic<bool> kernel_usable_;  // cleared when the driver refuses a launch for good
+  descriptor_slabs slabs_;
+  std::atomic<std::size_t> kernel_lists_{0};
+  std::atomic<std::size_t> copy_engine_lists_{0};
+};
+
+}  // namespace ferry::detail

@@ -1,0 +1,423 @@
+// Vectored transfers: engine::poke_blocks and peek_blocks move a list of blocks in one operation, by the
+// gather/scatter kernel or the copy engine, from page-locked memory in place or from pageable memory
+// packed through a staging chunk. Every block lands at its own device offset (random, unaligned sizes,
+// some empty), every byte is checked both ways; bad blocks are refused naming the block before anything
+// moves; a list cancelled before it reaches its stream never moves; a refused launch falls back to the
+// copy engine and says so; a failed list fails its op.
+#include "ferry/engine.hpp"
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/parallel_group.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <random>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/driver/sim/control.hpp"
+#include "ferry/marshal.hpp"
+#include "tests/support/device_fixture.hpp"
+#include "tests/support/expect_error.hpp"
+#include "tests/support/io_helpers.hpp"
+#include "tests/support/random_bytes.hpp"
+#include "tests/support/stream_gate.hpp"
+
+namespace asio = boost::asio;
+using namespace ferry;
+using ferry::testing::outcome;
+using ferry::testing::random_vector;
+using ferry::testing::record;
+
+namespace {
+
+constexpr std::size_t block_count = 300;
+constexpr std::size_t device_slots = 2 * block_count;  // blocks go to a random half of the slots
+constexpr std::size_t slot_bytes = 5000;
+
+// Where each block's bytes lie on the host (packed one after another) and on the device (a slot chosen
+// at random, so that neighbours on the host are far apart on the device), and how many there are:
+// 0 .. slot_bytes, so that blocks start and end at every alignment and some are empty.
+struct layout {
+  std::vector<std::size_t> host_offset;
+  std::vector<std::size_t> device_offset;
+  std::vector<std::size_t> bytes;
+  std::size_t host_bytes = 0;
+
+  explicit layout(std::uint64_t seed, std::size_t blocks = block_count) {
+    std::mt19937_64 random(seed);
+    std::vector<std::size_t> slots(device_slots);
+    std::iota(slots.begin(), slots.end(), 0);
+    std::shuffle(slots.begin(), slots.end(), random);
+    for (std::size_t i = 0; i < blocks; ++i) {
+      const std::size_t size = i % 37 == 5 ? 0 : 1 + random() % slot_bytes;
+      host_offset.push_back(host_bytes);
+      device_offset.push_back(slots[i] * slot_bytes + random() % (slot_bytes - size + 1));
+      bytes.push_back(size);
+      host_bytes += size;
+    }
+  }
+};
+
+struct block_fixture : ferry::testing::device_fixture {
+  block_fixture() {
+    options.on_failure = [this](const std::string& message) {
+      std::lock_guard lock(mutex);
+      failures.push_back(message);
+    };
+  }
+  ~block_fixture() { gpu.reset(); }
+
+  engine& start() {
+    gpu = std::make_unique<engine>(io.get_executor(), options);
+    return *gpu;
+  }
+
+  template <class Operation>
+  outcome run(Operation start_op) {
+    outcome result;
+    start_op(record(result));
+    BOOST_TEST(ferry::testing::run_until(io, [&] { return result.calls == 1; }));
+    return result;
+  }
+
+  // Pokes the blocks of `source` (host memory laid out by `shape`) to their device slots, checks the
+  // device's bytes (every block in place, every other byte untouched), peeks them back into `back` and
+  // checks every byte there.
+  template <template <class> class Host>
+  void round_trip(const layout& shape, std::span<std::uint8_t> source, std::span<std::uint8_t> back,
+                  transfer_options per_call = {}) {
+    ferry::testing::fill_random(source, 4242);
+    std::fill(back.begin(), back.end(), std::uint8_t{0xA5});
+    auto area = gpu->allocate<std::uint8_t>(device_slots * slot_bytes);
+    const std::vector<std::uint8_t> before = random_vector<std::uint8_t>(device_slots * slot_bytes, 77);
+    poke_list_array(std::span<const std::uint8_t>(before), area.get());
+
+    std::vector<block_pair<Host<const std::uint8_t>, std::uint8_t>> pokes;
+    std::vector<block_pair<Host<std::uint8_t>, const std::uint8_t>> peeks;
+    for (std::size_t i = 0; i < shape.bytes.size(); ++i) {
+      pokes.push_back({host_view<Host<const std::uint8_t>>(source.data() + shape.host_offset[i], shape.bytes[i]),
+                       area.get() + shape.device_offset[i]});
+      peeks.push_back({host_view<Host<std::uint8_t>>(back.data() + shape.host_offset[i], shape.bytes[i]),
+                       device_ptr<const std::uint8_t>(area.get() + shape.device_offset[i])});
+    }
+    outcome poked = run([&](auto handler) { gpu->poke_blocks(pokes, per_call, handler); });
+    BOOST_TEST(!poked.error, poked.error.message());
+    BOOST_TEST(poked.bytes == shape.host_bytes);
+
+    std::vector<std::uint8_t> expected = before;
+    for (std::size_t i = 0; i < shape.bytes.size(); ++i) {
+      std::copy_n(source.data() + shape.host_offset[i], shape.bytes[i], expected.begin() + shape.device_offset[i]);
+    }
+    BOOST_TEST(ferry::testing::same_bytes(peek_list_array(device_slots * slot_bytes, area.get()), expected));
+
+    outcome peeked = run([&](auto handler) { gpu->peek_blocks(peeks, per_call, handler); });
+    BOOST_TEST(!peeked.error, peeked.error.message());
+    BOOST_TEST(peeked.bytes == shape.host_bytes);
+    BOOST_TEST(std::equal(source.begin(), source.begin() + shape.host_bytes, back.begin()));
+    BOOST_TEST(std::all_of(back.begin() + shape.host_bytes, back.end(), [](std::uint8_t b) { return b == 0xA5; }));
+  }
+
+  template <class View>
+  static View host_view(typename View::pointer data, std::size_t size) {
+    if constexpr (std::is_same_v<View, pinned_span<typename View::element_type>>) {
+      return View(host_ptr<typename View::element_type>(data), size);
+    } else {
+      return View(data, size);
+    }
+  }
+
+  std::vector<std::string> failures_seen() {
+    std::lock_guard lock(mutex);
+    return failures;
+  }
+
+  asio::io_context io;
+  engine_options options;
+  std::unique_ptr<engine> gpu;
+  std::mutex mutex;
+  std::vector<std::string> failures;
+};
+
+template <class T>
+using pageable = std::span<T>;
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(block_lists, block_fixture)
+
+BOOST_AUTO_TEST_CASE(page_locked_blocks_move_by_one_kernel_launch_each_way) {
+  start();
+  const layout shape(1);
+  auto source = pinned_buffer<std::uint8_t>::allocate(shape.host_bytes + 64);
+  auto back = pinned_buffer<std::uint8_t>::allocate(shape.host_bytes + 64);
+  round_trip<pinned_span>(shape, source.span(), back.span(), batch_path::kernel);
+  BOOST_TEST(gpu->plan_counts().kernel_block_lists == 2u);
+  BOOST_TEST(gpu->plan_counts().copy_engine_block_lists == 0u);
+  BOOST_TEST(failures_seen().empty());
+}
+
+BOOST_AUTO_TEST_CASE(page_locked_blocks_move_by_the_copy_engine_when_asked) {
+  start();
+  const layout shape(2);
+  auto source = pinned_buffer<std::uint8_t>::allocate(shape.host_bytes);
+  auto back = pinned_buffer<std::uint8_t>::allocate(shape.host_bytes);
+  round_trip<pinned_span>(shape, source.span(), back.span(), batch_path::copy_engine);
+  BOOST_TEST(gpu->plan_counts().kernel_block_lists == 0u);
+  BOOST_TEST(gpu->plan_counts().copy_engine_block_lists == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(automatic_lists_take_the_kernel_from_the_engines_threshold_on) {
+  options.batch_kernel_min_copies = 8;
+  start();
+  const layout few(3, 5);  // five blocks, one of them empty: four to move
+  auto source = pinned_buffer<std::uint8_t>::allocate(few.host_bytes);
+  auto back = pinned_buffer<std::uint8_t>::allocate(few.host_bytes);
+  round_trip<pinned_span>(few, source.span(), back.span());
+  BOOST_TEST(gpu->plan_counts().copy_engine_block_lists == 2u);
+  const layout many(4, 40);
+  auto more_source = pinned_buffer<std::uint8_t>::allocate(many.host_bytes);
+  auto more_back = pinned_buffer<std::uint8_t>::allocate(many.host_bytes);
+  round_trip<pinned_span>(many, more_source.span(), more_back.span());
+  BOOST_TEST(gpu->plan_counts().kernel_block_lists == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(pageable_blocks_are_packed_through_a_staging_chunk_for_the_kernel) {
+  start();
+  const layout shape(5);
+  std::vector<std::uint8_t> source(shape.host_bytes + 100);
+  std::vector<std::uint8_t> back(shape.host_bytes + 100);
+  round_trip<pageable>(shape, source, back, batch_path::kernel);
+  BOOST_TEST(gpu->plan_counts().kernel_block_lists == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(pageable_blocks_too_many_for_a_chunk_go_through_the_copy_engine) {
+  options.staging_chunk_bytes = 64 << 10;  // the blocks hold about 750 KB
+  start();
+  const layout shape(6);
+  std::vector<std::uint8_t> source(shape.host_bytes);
+  std::vector<std::uint8_t> back(shape.host_bytes);
+  round_trip<pageable>(shape, source, back);
+  BOOST_TEST(gpu->plan_counts().kernel_block_lists == 0u);
+  BOOST_TEST(gpu->plan_counts().copy_engine_block_lists == 2u);
+}
+
+// More blocks than one launch's descriptor slab holds: several launches, one op.
+BOOST_AUTO_TEST_CASE(a_list_longer_than_a_launch_takes_several_and_completes_once) {
+  start();
+  const std::size_t blocks = 9000;  // more than one launch carries (4096)
+  auto area = gpu->allocate<std::uint32_t>(blocks * 3);
+  const auto values = random_vector<std::uint32_t>(blocks * 3, 606);
+  auto source = pinned_buffer<std::uint32_t>::allocate(blocks * 3);
+  std::copy(values.begin(), values.end(), source.data());
+  std::vector<block_pair<pinned_span<const std::uint32_t>, std::uint32_t>> list;
+  for (std::size_t i = 0; i < blocks; ++i) {  // block i lands in the place of block blocks - 1 - i
+    list.push_back({pinned_span<const std::uint32_t>(host_ptr<const std::uint32_t>(source.data() + 3 * i), 3),
+                    area.get() + 3 * (blocks - 1 - i)});
+  }
+  outcome poked = run([&](auto handler) { gpu->poke_blocks(list, batch_path::kernel, handler); });
+  BOOST_TEST(!poked.error);
+  BOOST_TEST(poked.bytes == blocks * 12);
+  const std::vector<std::uint32_t> there = peek_list_array(blocks * 3, area.get());
+  bool every_block = true;
+  for (std::size_t i = 0; i < blocks; ++i) {
+    every_block = every_block && std::equal(values.begin() + 3 * i, values.begin() + 3 * i + 3,
+                                            there.begin() + 3 * (blocks - 1 - i));
+  }
+  BOOST_TEST(every_block);
+  BOOST_TEST(gpu->plan_counts().kernel_block_lists == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(block_lists_work_with_asios_composition) {
+  start();
+  const auto values = random_vector<std::uint64_t>(4096, 707);
+  auto source = pinned_buffer<std::uint64_t>::allocate(4096);
+  std::copy(values.begin(), values.end(), source.data());
+  auto area = gpu->allocate<std::uint64_t>(4096);
+  std::vector<block_pair<pinned_span<const std::uint64_t>, std::uint64_t>> low, high;
+  for (std::size_t i = 0; i < 16; ++i) {
+    low.push_back({pinned_span<const std::uint64_t>(host_ptr<const std::uint64_t>(source.data() + i * 128), 128),
+                   area.get() + i * 128});
+    high.push_back({pinned_span<const std::uint64_t>(host_ptr<const std::uint64_t>(source.data() + 2048 + i * 128), 128),
+                    area.get() + 2048 + i * 128});
+  }
+  bool grouped = false;
+  asio::experimental::make_parallel_group(gpu->poke_blocks(low, asio::deferred), gpu->poke_blocks(high, asio::deferred))
+      .async_wait(asio::experimental::wait_for_all(),
+                  [&](std::array<std::size_t, 2>, boost::system::error_code a, std::size_t a_bytes,
+                      boost::system::error_code b, std::size_t b_bytes) {
+                    grouped = !a && !b && a_bytes == 16384 && b_bytes == 16384;
+                  });
+  BOOST_TEST(ferry::testing::run_until(io, [&] { return grouped; }));
+  BOOST_TEST(ferry::testing::same_bytes(peek_list_array(4096, area.get()), values));
+
+  std::vector<std::uint64_t> back(4096);
+  std::vector<block_pair<std::span<std::uint64_t>, const std::uint64_t>> peeks;
+  for (std::size_t i = 0; i < 32; ++i) {
+    peeks.push_back({std::span(back).subspan(i * 128, 128), device_ptr<const std::uint64_t>(area.get() + i * 128)});
+  }
+  bool awaited = false;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    awaited = co_await gpu->peek_blocks(peeks, asio::use_awaitable) == 32768;
+  }, asio::detached);
+  BOOST_TEST(ferry::testing::run_until(io, [&] { return awaited; }));
+  BOOST_TEST(ferry::testing::same_bytes(back, values));
+}
+
+BOOST_AUTO_TEST_CASE(bad_blocks_are_refused_naming_the_block_before_anything_moves) {
+  start();
+  auto area = gpu->allocate<std::uint32_t>(1000);
+  auto source = pinned_buffer<std::uint32_t>::allocate(1000);
+  using pinned_block = block_pair<pinned_span<const std::uint32_t>, std::uint32_t>;
+  const auto piece = [&](std::size_t offset, std::size_t count) {
+    return pinned_span<const std::uint32_t>(host_ptr<const std::uint32_t>(source.data() + offset), count);
+  };
+  const std::vector<pinned_block> overlapping{{piece(0, 10), area.get()}, {piece(10, 10), area.get() + 50},
+                                              {piece(20, 10), area.get() + 45}};
+  ferry::testing::expect_error<std::invalid_argument>(
+      [&] { gpu->poke_blocks(overlapping, asio::use_future); },
+      {"engine::poke_blocks: blocks[1].device [", "and blocks[2].device [", "overlap; the blocks' destinations may not overlap"});
+  const std::vector<pinned_block> past_the_end{{piece(0, 10), area.get()}, {piece(10, 20), area.get() + 990}};
+  ferry::testing::expect_error<std::invalid_argument>(
+      [&] { gpu->poke_blocks(past_the_end, asio::use_future); },
+      {"engine::poke_blocks: blocks[1].device range [", "of 80 bytes runs 40 bytes past the end of its allocation"});
+  std::vector<std::uint32_t> pageable(10);
+  const std::vector<pinned_block> unknown{
+      {pinned_span<const std::uint32_t>(host_ptr<const std::uint32_t>(pageable.data()), 10), area.get()}};
+  ferry::testing::expect_error<std::invalid_argument>([&] { gpu->poke_blocks(unknown, asio::use_future); },
+                                                      {"engine::poke_blocks: blocks[0].host 0x", "is not"});
+  const std::vector<block_pair<std::span<const std::uint32_t>, std::uint32_t>> huge{
+      {std::span<const std::uint32_t>(pageable.data(), std::numeric_limits<std::size_t>::max() / 2), area.get()}};
+  ferry::testing::expect_error<std::invalid_argument>([&] { gpu->poke_blocks(huge, asio::use_future); },
+                                                      {"engine::poke_blocks: blocks[0].host.size()"});
+  const std::vector<pinned_block> fine{{piece(0, 10), area.get()}};
+  ferry::testing::expect_error<std::invalid_argument>(
+      [&] { gpu->poke_blocks(fine, transfer_plan::staged, asio::use_future); },
+      {"engine::poke_blocks: transfer_options::plan is staged; a block list chooses its own way"});
+  ferry::testing::expect_error<std::invalid_argument>(
+      [&] { gpu->poke_blocks(fine, static_cast<batch_path>(7), asio::use_future); },
+      {"engine::poke_blocks: transfer_options::batching 7 is not a batch_path"});
+  std::vector<std::uint32_t> into(20);
+  const std::vector<block_pair<std::span<std::uint32_t>, std::uint32_t>> same_host{
+      {std::span(into).subspan(0, 10), area.get()}, {std::span(into).subspan(5, 10), area.get() + 100}};
+  ferry::testing::expect_error<std::invalid_argument>(
+      [&] { gpu->peek_blocks(same_host, asio::use_future); },
+      {"engine::peek_blocks: blocks[0].host [", "and blocks[1].host [", "overlap"});
+  options.staging_chunk_bytes = 1 << 16;
+  engine small_chunks(io.get_executor(), options);
+  std::vector<std::uint32_t> big(1 << 15);  // 128 KiB
+  auto wide = small_chunks.allocate<std::uint32_t>(1 << 15);
+  const std::vector<block_pair<std::span<const std::uint32_t>, std::uint32_t>> too_big_for_chunk{
+      {std::span<const std::uint32_t>(big), wide.get()}};
+  ferry::testing::expect_error<std::invalid_argument>(
+      [&] { small_chunks.poke_blocks(too_big_for_chunk, batch_path::kernel, asio::use_future); },
+      {"engine::poke_blocks: transfer_options::batching is kernel, but the pageable blocks hold 131072 bytes, more "
+       "than a staging chunk (engine_options::staging_chunk_bytes 65536)"});
+  BOOST_TEST(gpu->plan_counts().pinned == 0u);  // nothing was started
+  BOOST_TEST(small_chunks.plan_counts().pinned == 0u);
+}
+
+// A list queued on a stream behind a staged poke that cannot finish submitting (its one staging chunk
+// waits behind a closed gate) is cancelled there: it is never submitted, completes with
+// operation_aborted once its turn comes, and its bytes never move.
+BOOST_AUTO_TEST_CASE(a_list_cancelled_before_it_reaches_its_stream_never_moves) {
+  options.staging_chunk_bytes = 64 << 10;
+  options.staging_chunks = 1;
+  start();
+  stream s = stream::create();
+  auto area = gpu->allocate<std::uint32_t>(1024);
+  memset(area.get(), 1024, std::uint32_t{0x5A5A5A5Au});
+  auto source = pinned_buffer<std::uint32_t>::allocate(1024);
+  ferry::testing::fill_random(source.span(), 808);
+  std::vector<block_pair<pinned_span<const std::uint32_t>, std::uint32_t>> list;
+  for (std::size_t i = 0; i < 16; ++i) {
+    list.push_back({pinned_span<const std::uint32_t>(host_ptr<const std::uint32_t>(source.data() + 64 * i), 64),
+                    area.get() + 64 * i});
+  }
+  const auto ahead_values = random_vector<std::uint32_t>(std::size_t{64} << 10, 809);  // 256 KiB: four chunks
+  auto ahead_destination = gpu->allocate<std::uint32_t>(ahead_values.size());
+  outcome ahead, cancelled;
+  asio::cancellation_signal signal;
+  {
+    ferry::testing::stream_gate gate(s);
+    gpu->poke(std::span<const std::uint32_t>(ahead_values), ahead_destination.get(),
+              transfer_options{s, transfer_plan::staged}, record(ahead));
+    gpu->poke_blocks(list, transfer_options{s}, asio::bind_cancellation_slot(signal.slot(), record(cancelled)));
+    signal.emit(asio::cancellation_type::terminal);
+    ferry::testing::run_for_a_while(io);
+    BOOST_TEST(ahead.calls == 0);
+    gate.open();
+    BOOST_TEST(ferry::testing::run_until(io, [&] { return ahead.calls == 1 && cancelled.calls == 1; }));
+  }
+  BOOST_TEST(!ahead.error);
+  BOOST_TEST(cancelled.error == asio::error::operation_aborted);
+  BOOST_TEST(cancelled.bytes == 0u);
+  BOOST_TEST(ferry::testing::same_bytes(peek_list_array(ahead_values.size(), ahead_destination.get()), ahead_values));
+  const std::vector<std::uint32_t> there = peek_list_array(1024, area.get());
+  BOOST_TEST(std::all_of(there.begin(), there.end(), [](std::uint32_t w) { return w == 0x5A5A5A5Au; }));
+}
+
+BOOST_AUTO_TEST_CASE(a_launch_the_driver_refuses_sends_the_list_through_the_copy_engine,
+                     *ferry::testing::only_on_sim()) {
+  start();
+  sim::fail_call("cuLaunchKernel", 1, CUDA_ERROR_NO_BINARY_FOR_GPU);
+  const layout shape(9);
+  auto source = pinned_buffer<std::uint8_t>::allocate(shape.host_bytes);
+  auto back = pinned_buffer<std::uint8_t>::allocate(shape.host_bytes);
+  round_trip<pinned_span>(shape, source.span(), back.span());
+  BOOST_TEST(gpu->plan_counts().kernel_block_lists == 0u);
+  BOOST_TEST(gpu->plan_counts().copy_engine_block_lists == 2u);
+  const std::vector<std::string> seen = failures_seen();
+  BOOST_TEST_REQUIRE(seen.size() == 1u);
+  BOOST_TEST(seen[0].find("ferry_copy_blocks") != std::string::npos);
+  BOOST_TEST(seen[0].find("CUDA_ERROR_NO_BINARY_FOR_GPU") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_batch_the_driver_refuses_goes_block_by_block, *ferry::testing::only_on_sim()) {
+  start();
+  sim::fail_call("cuMemcpyBatchAsync", 1, CUDA_ERROR_NOT_SUPPORTED);
+  const layout shape(10);
+  auto source = pinned_buffer<std::uint8_t>::allocate(shape.host_bytes);
+  auto back = pinned_buffer<std::uint8_t>::allocate(shape.host_bytes);
+  round_trip<pinned_span>(shape, source.span(), back.span(), batch_path::copy_engine);
+  const std::vector<std::string> seen = failures_seen();
+  BOOST_TEST_REQUIRE(seen.size() == 1u);
+  BOOST_TEST(seen[0].find("cuMemcpyBatchAsync refused a list of") != std::string::npos);
+}
+
+// A list whose launch finds the context failed completes with that status, moves nothing it reports,
+// and a pageable peek's destination is left as it was (nothing is unpacked from a list that never ran).
+BOOST_AUTO_TEST_CASE(a_list_whose_launch_fails_fails_its_op, *ferry::testing::only_on_sim()) {
+  start();
+  auto area = gpu->allocate<std::uint8_t>(1 << 16);
+  std::vector<std::uint8_t> back(1 << 16, 0xA5);
+  std::vector<block_pair<std::span<std::uint8_t>, std::uint8_t>> peeks;
+  for (std::size_t i = 0; i < 16; ++i) peeks.push_back({std::span(back).subspan(i * 4096, 4096), area.get() + i * 4096});
+  sim::fail_call("cuLaunchKernel", 1, CUDA_ERROR_ILLEGAL_ADDRESS);
+  outcome failed = run([&](auto handler) { gpu->peek_blocks(peeks, batch_path::kernel, handler); });
+  BOOST_TEST(failed.error == std::error_code(CUDA_ERROR_ILLEGAL_ADDRESS, cuda_category()));
+  BOOST_TEST(failed.bytes == 0u);
+  BOOST_TEST(std::all_of(back.begin(), back.end(), [](std::uint8_t b) { return b == 0xA5; }));
+  const std::vector<std::string> seen = failures_seen();
+  BOOST_TEST_REQUIRE(seen.size() == 1u);
+  BOOST_TEST(seen[0].find("engine::peek_blocks") != std::string::npos);
+  BOOST_TEST(seen[0].find("16 blocks") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
