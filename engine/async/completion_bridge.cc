@@ -87,44 +87,56 @@ void completion_bridge::recycle(entry* item) noexcept {
   item->fired.store(false, std::memory_order_relaxed);
   item->failure_seen = false;
   item->flag.reset();
+  item->mark_deferred = false;
   item->next = nullptr;
   free_entries_.push(item->index);
 }
 
 CUresult completion_bridge::arm(CUstream stream, ticket& armed) {
   entry* item = take_entry();
+  item->stream = stream;
+  item->bridge = this;
   // Poll: a flag is all that success needs, and a failure is learnt from the stream itself on a sweep,
   // so flagged work records no event (a driver call less per op). Other work, and work left without a
   // flag (all taken, or a driver that refuses the write), is watched through its event.
   if (flags_ && flags_usable_.load(std::memory_order_relaxed) && item->index != free_indices::none) {
     item->flag = flags_->next_use(item->index);
-    {
-      const CUresult written = flags_->enqueue_write(stream, *item->flag);
-      stage_trace::mark(stage_trace::stage::flag_enqueued);
-      if (written != CUDA_SUCCESS) {
-        item->flag.reset();
-        // A sticky error fails the record below too; anything else means this driver or device does not
-        // take stream memory operations: the events alone will tell.
-        if (!is_sticky(written)) flags_usable_.store(false, std::memory_order_relaxed);
-      }
-    }
+    // completion_mark::by_poller: an awake bridge writes the flag itself when it takes the entry over,
+    // and the submitting thread makes no driver call for the mark. (A bridge that parks meanwhile is
+    // woken by the hand-over.)
+    item->mark_deferred =
+        options_.marks == completion_mark::by_poller && !parked_.load(std::memory_order_relaxed);
   }
-  if (!item->flag) {
-    if (CUresult status = events_.acquire(item->event); status != CUDA_SUCCESS) {
-      recycle(item);
-      return status;
-    }
-    if (CUresult status = driver_.cuEventRecord(item->event, stream); status != CUDA_SUCCESS) {
-      events_.release(item->event);
+  if (!item->mark_deferred) {
+    if (CUresult status = mark(*item); status != CUDA_SUCCESS) {
       recycle(item);
       return status;
     }
   }
   item->since = std::chrono::steady_clock::now();
-  stage_trace::mark(stage_trace::stage::event_recorded);
-  item->stream = stream;
-  item->bridge = this;
   armed = ticket(item);
+  return CUDA_SUCCESS;
+}
+
+CUresult completion_bridge::mark(entry& item) {
+  // A deferred flag may have been chosen before a refused write turned flags off: it is not asked again.
+  if (item.flag && !flags_usable_.load(std::memory_order_relaxed)) item.flag.reset();
+  if (item.flag) {
+    const CUresult written = flags_->enqueue_write(item.stream, *item.flag);
+    stage_trace::mark(stage_trace::stage::flag_enqueued);
+    if (written == CUDA_SUCCESS) return CUDA_SUCCESS;
+    item.flag.reset();
+    // A sticky error fails the record below too; anything else means this driver or device does not
+    // take stream memory operations: the events alone will tell.
+    if (!is_sticky(written)) flags_usable_.store(false, std::memory_order_relaxed);
+  }
+  if (CUresult status = events_.acquire(item.event); status != CUDA_SUCCESS) return status;
+  if (CUresult status = driver_.cuEventRecord(item.event, item.stream); status != CUDA_SUCCESS) {
+    events_.release(item.event);
+    item.event = nullptr;
+    return status;
+  }
+  stage_trace::mark(stage_trace::stage::event_recorded);
   return CUDA_SUCCESS;
 }
 
@@ -233,6 +245,15 @@ bool completion_bridge::take_incoming() {
     entry* item = oldest;
     oldest = item->next;
     item->next = nullptr;
+    if (item->mark_deferred && !abandoned_.load()) {
+      item->mark_deferred = false;
+      // Unmarked, the work cannot be watched: it is answered with the failure (finish() waits for the
+      // stream first, so that its memory is never handed back while the GPU may use it).
+      if (CUresult status = mark(*item); status != CUDA_SUCCESS) {
+        finished_.emplace_back(item, status);
+        continue;
+      }
+    }
     item->sequence = next_sequence_++;
     if (item->warm.op) item->warm.op->prefetch();
     if (item->warm.state) prefetch_for_write(item->warm.state, item->warm.state_bytes);
@@ -245,6 +266,7 @@ bool completion_bridge::take_incoming() {
     queue.back = item;
     ++pending_entries_;
   }
+  if (!finished_.empty()) finish(finished_);
   return true;
 }
 

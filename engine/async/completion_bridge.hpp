@@ -64,8 +64,11 @@ class completion_bridge {
 
   // watch() in two steps, for a caller with work to do between them: arm() puts the mark (the flag write
   // or the event) on `stream` right after the work, so that the GPU passes it as soon as the work is
-  // done; watch_armed() hands it to the bridge with its continuation. An armed ticket must be handed
-  // over (the bridge owns its flag or event).
+  // done; watch_armed() hands it to the bridge with its continuation. With completion_mark::by_poller,
+  // while the bridge thread is awake, arm() leaves the flag's write to it: the bridge writes it when it
+  // takes the work over, after whatever the stream got meanwhile (the caller must put no more of its own
+  // work on `stream` between the two calls). An armed ticket must be handed over (the bridge owns its
+  // flag or event).
   class ticket {
    public:
     ticket() = default;
@@ -115,6 +118,7 @@ class completion_bridge {
     bool failure_seen = false;       // host_callback: its event failed, so no callback will come (bridge thread only)
     completion_bridge* bridge = nullptr;
     std::optional<completion_flags::flag> flag;  // poll: the word the GPU writes after the work
+    bool mark_deferred = false;  // poll: the bridge thread writes the flag when it takes the entry
     entry* next = nullptr;  // in the hand-off stack, then in its stream's queue
     std::uint32_t index = free_indices::none;  // in entries_; none for an entry of its own (all were taken)
   };
@@ -129,6 +133,8 @@ class completion_bridge {
 
   // A reused entry, or one of its own when all are taken.
   entry* take_entry();
+  // Puts the entry's mark on its stream: its flag's write, else (no flag, or the write refused) an event.
+  CUresult mark(entry& item);
   // Cleans a finished (or never handed over) entry and reuses it, or deletes one of its own.
   void recycle(entry* item) noexcept;
   static void CUDA_CB host_function_fired(void* user_data);

@@ -128,9 +128,10 @@ std::shared_ptr<void> engine_core::impl::count_small_copy() {
 }
 
 // Page-locked memory (or a driver_staged poke), not for the batcher, on a stream nothing else is
-// submitting to: the work goes on the stream first, with its completion armed right behind it, and the op's bookkeeping (its operation
-// and handler, the live set, the hand-off to the bridge) runs while the GPU moves the bytes, which
-// shortens a small transfer's round trip (docs/performance.md).
+// submitting to: the work goes on the stream first, with its completion armed right behind it (or, with
+// completion_mark::by_poller, left for the bridge thread to mark), and the op's bookkeeping (its
+// operation and handler, a reused slot, the live set, the lock-free hand-off to the bridge) runs while
+// the GPU moves the bytes, which shortens a small transfer's round trip (docs/performance.md).
 bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_transfer& prepared,
                                       std::optional<CUstream> stream) {
   if (prepared.bytes == 0 || sticky.load() != CUDA_SUCCESS) return false;

@@ -3,7 +3,8 @@
 // bookkeeping are reused), completions of one stream arrive in submission order, a poke waited on from
 // another thread through use_future completes with every byte, many threads submitting at once hand
 // their work to the bridge without losing any, and a cancelled fast-path poke still completes with
-// operation_aborted once the GPU is done with its memory.
+// operation_aborted once the GPU is done with its memory; each with the completion marks written by the
+// submitting thread and by the poller.
 #include "ferry/engine.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -26,6 +27,7 @@
 #include "engine/driver/driver_table.hpp"
 #include "ferry/marshal.hpp"
 #include "tests/support/device_fixture.hpp"
+#include "tests/support/expect_error.hpp"
 #include "tests/support/io_helpers.hpp"
 #include "tests/support/random_bytes.hpp"
 #include "tests/support/stream_gate.hpp"
@@ -38,8 +40,9 @@ thread_local std::size_t allocations = 0;
 
 void* allocate(std::size_t bytes, std::size_t alignment) {
   if (counting) ++allocations;
+  const std::size_t rounded = alignment == 0 ? bytes : (bytes + alignment - 1) / alignment * alignment;
   void* memory = alignment <= alignof(std::max_align_t) ? std::malloc(bytes == 0 ? 1 : bytes)
-                                                        : std::aligned_alloc(alignment, (bytes + alignment - 1) / alignment * alignment);
+                                                        : std::aligned_alloc(alignment, rounded);
   if (memory == nullptr) throw std::bad_alloc();
   return memory;
 }
@@ -48,7 +51,9 @@ void* allocate(std::size_t bytes, std::size_t alignment) {
 
 void* operator new(std::size_t bytes) { return allocate(bytes, 0); }
 void* operator new[](std::size_t bytes) { return allocate(bytes, 0); }
-void* operator new(std::size_t bytes, std::align_val_t alignment) { return allocate(bytes, static_cast<std::size_t>(alignment)); }
+void* operator new(std::size_t bytes, std::align_val_t alignment) {
+  return allocate(bytes, static_cast<std::size_t>(alignment));
+}
 void* operator new[](std::size_t bytes, std::align_val_t alignment) {
   return allocate(bytes, static_cast<std::size_t>(alignment));
 }
@@ -69,6 +74,15 @@ namespace {
 
 constexpr std::size_t piece = 4096;
 constexpr int pieces = 256;
+
+// The engine's cases run with each writer of the completion marks.
+constexpr completion_mark both_marks[] = {completion_mark::by_submitter, completion_mark::by_poller};
+
+engine_options with_marks(completion_mark marks) {
+  engine_options options;
+  options.marks = marks;
+  return options;
+}
 
 // Heap allocations per call of `body(i)` on this thread, over `pieces` calls, each followed (uncounted) by `settle`.
 template <class Body, class Settle>
@@ -100,8 +114,14 @@ struct pieces_fixture : ferry::testing::device_fixture {
   pieces_fixture() {
     std::memcpy(source.data(), values.data(), values.size());
   }
-  host_ptr<const std::uint8_t> source_piece(int i) const { return host_ptr<const std::uint8_t>(source.get() + i * piece); }
+  host_ptr<const std::uint8_t> source_piece(int i) const {
+    return host_ptr<const std::uint8_t>(source.get() + i * piece);
+  }
   device_ptr<std::uint8_t> destination_piece(int i) const { return destination.get() + i * piece; }
+  // Before each run: no byte of the destination holds what a run will write.
+  void scramble_destination() const {
+    BOOST_REQUIRE(detail::driver().cuMemsetD8(destination.get().get(), 0xA5, piece * pieces) == CUDA_SUCCESS);
+  }
   bool every_byte_arrived() const {
     return peek_list_array(piece * pieces, device_ptr<const std::uint8_t>(destination.get())) == values;
   }
@@ -157,90 +177,109 @@ BOOST_AUTO_TEST_CASE(the_engine_core_allocates_nothing_per_small_pinned_poke_bey
 }
 
 BOOST_AUTO_TEST_CASE(completions_of_one_stream_arrive_in_submission_order_with_every_byte) {
-  asio::io_context io;
-  engine gpu{io.get_executor()};
-  std::vector<int> order;
-  for (int i = 0; i < pieces; ++i) {
-    gpu.poke(pinned_span(source_piece(i), piece), destination_piece(i), s, [&order, i](boost::system::error_code error, std::size_t bytes) {
-      BOOST_TEST(!error);
-      BOOST_TEST(bytes == piece);
-      order.push_back(i);
-    });
+  for (completion_mark marks : both_marks) {
+    scramble_destination();
+    asio::io_context io;
+    engine gpu{io.get_executor(), with_marks(marks)};
+    std::vector<int> order;
+    for (int i = 0; i < pieces; ++i) {
+      gpu.poke(pinned_span(source_piece(i), piece), destination_piece(i), s,
+               [&order, i](boost::system::error_code error, std::size_t bytes) {
+                 BOOST_TEST(!error);
+                 BOOST_TEST(bytes == piece);
+                 order.push_back(i);
+               });
+    }
+    BOOST_TEST(ferry::testing::run_until(io, [&] { return order.size() == pieces; }));
+    std::vector<int> expected(pieces);
+    for (int i = 0; i < pieces; ++i) expected[i] = i;
+    BOOST_TEST(order == expected);
+    BOOST_TEST(every_byte_arrived());
   }
-  BOOST_TEST(ferry::testing::run_until(io, [&] { return order.size() == pieces; }));
-  std::vector<int> expected(pieces);
-  for (int i = 0; i < pieces; ++i) expected[i] = i;
-  BOOST_TEST(order == expected);
-  BOOST_TEST(every_byte_arrived());
 }
 
 BOOST_AUTO_TEST_CASE(one_at_a_time_pokes_waited_on_from_another_thread_through_use_future_complete) {
-  asio::io_context io;
-  auto guard = asio::make_work_guard(io);
-  std::thread io_thread([&] { io.run(); });
-  {
-    engine gpu{io.get_executor()};
-    for (int i = 0; i < pieces; ++i) {
-      const std::size_t moved =
-          gpu.poke(pinned_span(source_piece(i), piece), destination_piece(i), i % 2 ? transfer_options{s} : transfer_options{},
-                   asio::use_future)
-              .get();
-      BOOST_TEST(moved == piece);
+  for (completion_mark marks : both_marks) {
+    scramble_destination();
+    asio::io_context io;
+    auto guard = asio::make_work_guard(io);
+    std::thread io_thread([&] { io.run(); });
+    {
+      engine gpu{io.get_executor(), with_marks(marks)};
+      for (int i = 0; i < pieces; ++i) {
+        const transfer_options on = i % 2 ? transfer_options{s} : transfer_options{};
+        const std::size_t moved =
+            gpu.poke(pinned_span(source_piece(i), piece), destination_piece(i), on, asio::use_future).get();
+        BOOST_TEST(moved == piece);
+      }
     }
+    guard.reset();
+    io_thread.join();
+    BOOST_TEST(every_byte_arrived());
   }
-  guard.reset();
-  io_thread.join();
-  BOOST_TEST(every_byte_arrived());
 }
 
 BOOST_AUTO_TEST_CASE(many_threads_submitting_at_once_lose_no_completion) {
-  asio::io_context io;
-  engine gpu{io.get_executor()};
-  constexpr int threads = 4;
-  std::vector<stream> streams;
-  for (int t = 0; t < threads; ++t) streams.push_back(stream::create());
-  std::atomic<int> completed{0};
-  std::atomic<int> failed{0};
-  std::vector<std::thread> submitters;
-  for (int t = 0; t < threads; ++t) {
-    submitters.emplace_back([&, t] {
-      for (int i = t; i < pieces; i += threads) {
-        // Half on the thread's own stream, half on pool streams.
-        auto done = [&](boost::system::error_code error, std::size_t bytes) {
-          if (error || bytes != piece) failed.fetch_add(1);
-          completed.fetch_add(1);
-        };
-        if (i % 2) {
-          gpu.poke(pinned_span(source_piece(i), piece), destination_piece(i), streams[t], done);
-        } else {
-          gpu.poke(pinned_span(source_piece(i), piece), destination_piece(i), done);
+  for (completion_mark marks : both_marks) {
+    scramble_destination();
+    asio::io_context io;
+    engine gpu{io.get_executor(), with_marks(marks)};
+    constexpr int threads = 4;
+    std::vector<stream> streams;
+    for (int t = 0; t < threads; ++t) streams.push_back(stream::create());
+    std::atomic<int> completed{0};
+    std::atomic<int> failed{0};
+    std::vector<std::thread> submitters;
+    for (int t = 0; t < threads; ++t) {
+      submitters.emplace_back([&, t] {
+        for (int i = t; i < pieces; i += threads) {
+          // Half on the thread's own stream, half on pool streams.
+          auto done = [&](boost::system::error_code error, std::size_t bytes) {
+            if (error || bytes != piece) failed.fetch_add(1);
+            completed.fetch_add(1);
+          };
+          if (i % 2) {
+            gpu.poke(pinned_span(source_piece(i), piece), destination_piece(i), streams[t], done);
+          } else {
+            gpu.poke(pinned_span(source_piece(i), piece), destination_piece(i), done);
+          }
         }
-      }
-    });
+      });
+    }
+    for (std::thread& submitter : submitters) submitter.join();
+    BOOST_TEST(ferry::testing::run_until(io, [&] { return completed.load() == pieces; }));
+    BOOST_TEST(failed.load() == 0);
+    BOOST_TEST(every_byte_arrived());
   }
-  for (std::thread& submitter : submitters) submitter.join();
-  BOOST_TEST(ferry::testing::run_until(io, [&] { return completed.load() == pieces; }));
-  BOOST_TEST(failed.load() == 0);
-  BOOST_TEST(every_byte_arrived());
 }
 
 BOOST_AUTO_TEST_CASE(a_cancelled_fast_path_poke_completes_aborted_only_after_its_bytes_arrived) {
-  asio::io_context io;
-  engine gpu{io.get_executor()};
-  ferry::testing::outcome seen;
-  asio::cancellation_signal cancel;
-  {
-    ferry::testing::stream_gate gate(s);
-    gpu.poke(pinned_span(source_piece(0), piece), destination_piece(0), s,
-             asio::bind_cancellation_slot(cancel.slot(), ferry::testing::record(seen)));
-    cancel.emit(asio::cancellation_type::terminal);
-    ferry::testing::run_for_a_while(io);
-    BOOST_TEST(seen.calls == 0);  // the GPU has not moved the bytes yet: the op waits for it
+  for (completion_mark marks : both_marks) {
+    scramble_destination();
+    asio::io_context io;
+    engine gpu{io.get_executor(), with_marks(marks)};
+    ferry::testing::outcome seen;
+    asio::cancellation_signal cancel;
+    {
+      ferry::testing::stream_gate gate(s);
+      gpu.poke(pinned_span(source_piece(0), piece), destination_piece(0), s,
+               asio::bind_cancellation_slot(cancel.slot(), ferry::testing::record(seen)));
+      cancel.emit(asio::cancellation_type::terminal);
+      ferry::testing::run_for_a_while(io);
+      BOOST_TEST(seen.calls == 0);  // the GPU has not moved the bytes yet: the op waits for it
+    }
+    BOOST_TEST(ferry::testing::run_until(io, [&] { return seen.calls == 1; }));
+    BOOST_TEST(seen.error == asio::error::operation_aborted);
+    const auto arrived = peek_list_array(piece, device_ptr<const std::uint8_t>(destination.get()));
+    BOOST_TEST(std::memcmp(arrived.data(), values.data(), piece) == 0);
   }
-  BOOST_TEST(ferry::testing::run_until(io, [&] { return seen.calls == 1; }));
-  BOOST_TEST(seen.error == asio::error::operation_aborted);
-  const auto arrived = peek_list_array(piece, device_ptr<const std::uint8_t>(destination.get()));
-  BOOST_TEST(std::memcmp(arrived.data(), values.data(), piece) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(marks_that_are_no_completion_mark_are_refused_when_the_engine_is_built) {
+  asio::io_context io;
+  ferry::testing::expect_error<std::invalid_argument>(
+      [&] { engine refused(io.get_executor(), with_marks(static_cast<completion_mark>(5))); },
+      {"engine: marks 5 is not a completion_mark"});
 }
 
 BOOST_AUTO_TEST_SUITE_END()
