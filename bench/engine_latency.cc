@@ -1,6 +1,7 @@
 // The engine's completion path against the raw driver, same process: a co_awaited 4 KiB poke from
-// initiation to coroutine resumption (per completion policy), the poller's CPU use over an idle second,
-// and 1024 concurrent 4 KiB copies (pokes by each batch path, and peeks).
+// initiation to coroutine resumption (per completion policy, and with the poller writing the completion
+// flags), the poller's CPU use over an idle second, the initiating call's cost (both ways of writing the
+// flags), and 1024 concurrent 4 KiB copies (pokes by each batch path, and peeks).
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
@@ -126,11 +127,13 @@ std::vector<double> ferry_round_trips(setup& s, engine& gpu, asio::io_context& i
   return samples;
 }
 
-// One configuration of the round trip: the completion policy, and the io thread's spin before it parks.
+// One configuration of the round trip: the completion policy, the io thread's spin before it parks, and
+// who writes the completion flag.
 struct configuration {
   std::string suffix;
   completion_policy policy;
   std::optional<std::chrono::microseconds> executor_spin;  // empty: the engine's choice for this machine
+  completion_mark marks = completion_mark::by_submitter;
 };
 
 // The round trip's p50 and p99, ferry's beside raw's, from blocks of samples after a warm-up of both
@@ -140,6 +143,7 @@ std::vector<bench::result> round_trip_rows(setup& s, const configuration& config
   engine_options engine_settings;
   engine_settings.policy = config.policy;
   engine_settings.executor_spin = config.executor_spin;
+  engine_settings.marks = config.marks;
   engine gpu{io.get_executor(), engine_settings};
   stream ferry_stream = stream::create();
   ferry_round_trips(s, gpu, io, ferry_stream);
@@ -160,7 +164,8 @@ std::vector<bench::result> round_trip_rows(setup& s, const configuration& config
     results.push_back({"roundtrip_4KiB" + config.suffix + tail, 0, percentile(ferry_samples, p),
                        percentile(raw_samples, p), static_cast<int>(ferry_samples.size()), 1, ""});
   }
-  if (config.suffix == "_parked_io") return results;  // the poller's idle cost does not depend on the io thread
+  // The poller's idle cost depends on neither the io thread nor who writes the marks.
+  if (config.suffix == "_parked_io" || config.marks != completion_mark::by_submitter) return results;
 
   // Idle cost: the poller's CPU time over one second with nothing pending. The raw driver has no poller,
   // so both columns hold ferry's figure (ratio 1); the target is the figure itself (< 2% for poll).
@@ -174,12 +179,15 @@ std::vector<bench::result> round_trip_rows(setup& s, const configuration& config
 }
 
 // Per policy, and for poll once more with the io thread left to park between round trips
-// (executor_spin = 0: each completion then pays the wake-up of a parked thread).
+// (executor_spin = 0: each completion then pays the wake-up of a parked thread), and once more with the
+// poller writing the completion flags.
 std::vector<bench::result> round_trips(setup& s) {
   const std::optional<std::chrono::microseconds> default_spin;
   std::vector<bench::result> results;
   for (const configuration& config : {configuration{"", completion_policy::poll, default_spin},
                                       configuration{"_parked_io", completion_policy::poll, std::chrono::microseconds(0)},
+                                      configuration{"_marks_by_poller", completion_policy::poll, default_spin,
+                                                    completion_mark::by_poller},
                                       configuration{"_host_callback", completion_policy::host_callback, default_spin},
                                       configuration{"_blocking_sync", completion_policy::blocking_sync, default_spin}}) {
     const std::vector<bench::result> rows = round_trip_rows(s, config);
@@ -198,10 +206,13 @@ void raw_small_copies(setup& s) {
 }
 
 // What initiating an operation costs the caller's thread: 1024 4 KiB pokes from pinned memory on one
-// stream, initiated with a callback (the completions are not timed), against 1024 cuMemcpyHtoDAsync.
-std::vector<bench::result> submit_cost(setup& s) {
+// stream, initiated with a callback (the completions are not timed), against 1024 cuMemcpyHtoDAsync;
+// with the completion flags written by the initiating call, or by the poller.
+std::vector<bench::result> submit_cost(setup& s, const char* name, completion_mark marks) {
   asio::io_context io(1);
-  engine gpu{io.get_executor()};
+  engine_options engine_settings;
+  engine_settings.marks = marks;
+  engine gpu{io.get_executor(), engine_settings};
   stream ferry_stream = stream::create();
   auto ferry_run = [&] {
     for (int i = 0; i < concurrent_ops; ++i) {
@@ -217,8 +228,15 @@ std::vector<bench::result> submit_cost(setup& s) {
     s.verify(small_bytes * concurrent_ops);
   };
   std::vector<bench::result> results =
-      bench::compare_all({{"submit_4KiB", 0, concurrent_ops, 2, 7, ferry_run, [&] { raw_small_copies(s); }, drain_and_verify}});
+      bench::compare_all({{name, 0, concurrent_ops, 2, 7, ferry_run, [&] { raw_small_copies(s); }, drain_and_verify}});
   gpu.wait_all(asio::use_future).get();
+  return results;
+}
+
+std::vector<bench::result> submit_costs(setup& s) {
+  std::vector<bench::result> results = submit_cost(s, "submit_4KiB", completion_mark::by_submitter);
+  const std::vector<bench::result> by_poller = submit_cost(s, "submit_4KiB_marks_by_poller", completion_mark::by_poller);
+  results.insert(results.end(), by_poller.begin(), by_poller.end());
   return results;
 }
 
@@ -308,7 +326,7 @@ int main(int argc, char** argv) try {
   const std::string device_name = program.on.gpu.name();
   std::cerr << "ferry engine_latency on the " << program.backend << " backend: " << device_name << "\n";
   setup s;
-  program.report(bench::run_groups(s, {round_trips, submit_cost, many_small}), "engine", device_name);
+  program.report(bench::run_groups(s, {round_trips, submit_costs, many_small}), "engine", device_name);
   return 0;
 } catch (const std::exception& error) {
   std::cerr << "engine_latency: " << error.what() << "\n";

@@ -154,14 +154,22 @@ std::vector<row> layered_round_trip_rows(submit_fixture& f) {
 }
 
 // Submissions alone (callback tokens, completions untimed): on the caller's stream per completion
-// policy, then on a pool stream (batched).
+// policy (and for poll, with the poller writing the completion flags), then on a pool stream (batched).
 std::vector<row> engine_submit_rows(submit_fixture& f) {
   std::vector<row> rows;
-  for (auto [name, policy] : {std::pair{"engine poke submit (poll)", completion_policy::poll},
-                              std::pair{"engine poke submit (blocking_sync)", completion_policy::blocking_sync}}) {
+  struct setting {
+    const char* name;
+    completion_policy policy;
+    completion_mark marks;
+  };
+  for (auto [name, policy, marks] :
+       {setting{"engine poke submit (poll)", completion_policy::poll, completion_mark::by_submitter},
+        setting{"engine poke submit (poll, marks by the poller)", completion_policy::poll, completion_mark::by_poller},
+        setting{"engine poke submit (blocking_sync)", completion_policy::blocking_sync, completion_mark::by_submitter}}) {
     asio::io_context io(1);
     engine_options engine_options;
     engine_options.policy = policy;
+    engine_options.marks = marks;
     engine gpu{io.get_executor(), engine_options};
     rows.push_back({name, per_call(
                               [&](int i) {

@@ -50,6 +50,18 @@ enum class batch_path {
 
 std::string_view to_string(batch_path path) noexcept;
 
+// Which thread puts a transfer's completion mark (its completion flag's write) on the stream under the
+// poll policy (engine_options::marks).
+enum class completion_mark {
+  // The initiating call, right behind the work: the GPU writes the flag as soon as the work is done; the
+  // initiating call pays a second driver call.
+  by_submitter,
+  // The poller thread, when it takes the work over (while it is awake; a parked poller leaves the mark to
+  // the initiating call): the initiating call makes the transfer's driver call alone, and the flag is
+  // written a little later, behind whatever reached the stream meanwhile.
+  by_poller,
+};
+
 // How a copy between two contexts moves (engine::copy_peer; engine_options::peer, transfer_options::peer).
 enum class peer_path {
   // split for copies of at least engine_options::peer_split_min_bytes between two devices, else
@@ -107,6 +119,7 @@ struct engine_options {
   std::size_t pool_streams = 4;                        // streams for ops given no stream
   completion_policy policy = completion_policy::poll;
   std::chrono::microseconds spin_window{200};          // poll: spin this long after the last activity
+  completion_mark marks = completion_mark::by_submitter;  // poll: who writes a transfer's completion flag
   // poll: longest sleep between queries while work is pending (sleeps grow with the age of the oldest
   // pending work, 1/128 of it, so that a late look costs under 1% of a transfer's time).
   std::chrono::microseconds max_backoff{1000};

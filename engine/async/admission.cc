@@ -22,7 +22,7 @@ void engine_core::impl::retire(std::uint64_t sequence) {
   {
     std::lock_guard lock(live_mutex);
     live.erase(sequence);
-    const std::uint64_t oldest_live = live.empty() ? next_sequence : *live.begin();
+    const std::uint64_t oldest_live = live.empty() ? next_sequence : live.oldest();
     // A wait_all admitted as sequence s is satisfied when nothing older than s is live.
     for (auto it = waiters.begin(); it != waiters.end() && it->first <= oldest_live;) {
       ready.push_back(std::move(it->second));
@@ -68,7 +68,7 @@ void engine_core::wait_all(std::shared_ptr<operation> op) {
   {
     std::lock_guard lock(engine.live_mutex);
     const std::uint64_t sequence = engine.next_sequence;
-    ready = engine.live.empty() || *engine.live.begin() >= sequence;
+    ready = engine.live.empty() || engine.live.oldest() >= sequence;
     if (!ready) engine.waiters.emplace(sequence, op);
   }
   if (ready) engine.finish_wait(op);

@@ -48,6 +48,8 @@ completion_bridge::completion_bridge(const driver_table& driver, CUcontext conte
       events_(driver, event_flags(options.policy)),
       flags_(flags_for(driver, options, flag_words)),
       pending_spin_(options.pending_spin.value_or(std::chrono::microseconds(0))),
+      entries_(std::make_unique<entry[]>(flag_words)),
+      free_entries_(static_cast<std::uint32_t>(flag_words)),
       last_activity_(std::chrono::steady_clock::now()),
       thread_([this] { run(); }) {}
 
@@ -60,56 +62,97 @@ completion_bridge::~completion_bridge() {
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
-  for (entry_ptr& item : unfired_) events_.release(item->event);
+  for (entry* item : unfired_) {
+    events_.release(item->event);
+    if (item->index == free_indices::none) delete item;
+  }
+}
+
+completion_bridge::entry* completion_bridge::take_entry() {
+  const std::uint32_t index = free_entries_.pop();
+  if (index == free_indices::none) return new entry;
+  entry* item = &entries_[index];
+  item->index = index;
+  return item;
+}
+
+void completion_bridge::recycle(entry* item) noexcept {
+  if (item->index == free_indices::none) {
+    delete item;
+    return;
+  }
+  item->event = nullptr;
+  item->done = nullptr;
+  item->warm = {};
+  item->fired.store(false, std::memory_order_relaxed);
+  item->failure_seen = false;
+  item->flag.reset();
+  item->mark_deferred = false;
+  item->next = nullptr;
+  free_entries_.push(item->index);
 }
 
 CUresult completion_bridge::arm(CUstream stream, ticket& armed) {
-  auto item = std::make_shared<entry>();
+  entry* item = take_entry();
+  item->stream = stream;
+  item->bridge = this;
   // Poll: a flag is all that success needs, and a failure is learnt from the stream itself on a sweep,
   // so flagged work records no event (a driver call less per op). Other work, and work left without a
   // flag (all taken, or a driver that refuses the write), is watched through its event.
-  if (flags_ && flags_usable_.load(std::memory_order_relaxed)) {
-    item->flag = flags_->acquire();
-    if (item->flag) {
-      const CUresult written = flags_->enqueue_write(stream, *item->flag);
-      stage_trace::mark(stage_trace::stage::flag_enqueued);
-      if (written != CUDA_SUCCESS) {
-        flags_->release(*item->flag);
-        item->flag.reset();
-        // A sticky error fails the record below too; anything else means this driver or device does not
-        // take stream memory operations: the events alone will tell.
-        if (!is_sticky(written)) flags_usable_.store(false, std::memory_order_relaxed);
-      }
-    }
+  if (flags_ && flags_usable_.load(std::memory_order_relaxed) && item->index != free_indices::none) {
+    item->flag = flags_->next_use(item->index);
+    // completion_mark::by_poller: an awake bridge writes the flag itself when it takes the entry over,
+    // and the submitting thread makes no driver call for the mark. (A bridge that parks meanwhile is
+    // woken by the hand-over.)
+    item->mark_deferred =
+        options_.marks == completion_mark::by_poller && !parked_.load(std::memory_order_relaxed);
   }
-  if (!item->flag) {
-    if (CUresult status = events_.acquire(item->event); status != CUDA_SUCCESS) return status;
-    if (CUresult status = driver_.cuEventRecord(item->event, stream); status != CUDA_SUCCESS) {
-      events_.release(item->event);
+  if (!item->mark_deferred) {
+    if (CUresult status = mark(*item); status != CUDA_SUCCESS) {
+      recycle(item);
       return status;
     }
   }
   item->since = std::chrono::steady_clock::now();
+  armed = ticket(item);
+  return CUDA_SUCCESS;
+}
+
+CUresult completion_bridge::mark(entry& item) {
+  // A deferred flag may have been chosen before a refused write turned flags off: it is not asked again.
+  if (item.flag && !flags_usable_.load(std::memory_order_relaxed)) item.flag.reset();
+  if (item.flag) {
+    const CUresult written = flags_->enqueue_write(item.stream, *item.flag);
+    stage_trace::mark(stage_trace::stage::flag_enqueued);
+    if (written == CUDA_SUCCESS) return CUDA_SUCCESS;
+    item.flag.reset();
+    // A sticky error fails the record below too; anything else means this driver or device does not
+    // take stream memory operations: the events alone will tell.
+    if (!is_sticky(written)) flags_usable_.store(false, std::memory_order_relaxed);
+  }
+  if (CUresult status = events_.acquire(item.event); status != CUDA_SUCCESS) return status;
+  if (CUresult status = driver_.cuEventRecord(item.event, item.stream); status != CUDA_SUCCESS) {
+    events_.release(item.event);
+    item.event = nullptr;
+    return status;
+  }
   stage_trace::mark(stage_trace::stage::event_recorded);
-  item->stream = stream;
-  item->bridge = this;
-  armed = ticket(std::move(item));
   return CUDA_SUCCESS;
 }
 
 void completion_bridge::watch_armed(ticket armed, continuation done, warm_up warm) {
-  entry_ptr item = std::move(armed.item_);
+  entry* item = std::exchange(armed.item_, nullptr);
   item->done = std::move(done);
   item->warm = warm;
   if (options_.policy == completion_policy::host_callback) {
     // The callback only flags the entry; the status is read afterwards with cuEventQuery, because the
     // driver tells a host function nothing about failures before it.
-    if (CUresult status = driver_.cuLaunchHostFunc(item->stream, &completion_bridge::host_function_fired, item.get());
+    if (CUresult status = driver_.cuLaunchHostFunc(item->stream, &completion_bridge::host_function_fired, item);
         status != CUDA_SUCCESS) {
       item->fired = true;  // the event alone will tell
     }
   }
-  hand_over(std::move(item));
+  hand_over(item);
 }
 
 CUresult completion_bridge::watch(CUstream stream, continuation done) {
@@ -119,20 +162,26 @@ CUresult completion_bridge::watch(CUstream stream, continuation done) {
   return CUDA_SUCCESS;
 }
 
-void completion_bridge::hand_over(entry_ptr item) {
-  pending_count_.fetch_add(1);
-  std::lock_guard lock(mutex_);
-  item->sequence = next_sequence_++;
-  incoming_.push_back(std::move(item));
-  has_incoming_.store(true, std::memory_order_release);
-  // A spinning bridge sees the hand-off list without a system call. The notify stays under the lock:
-  // once it is released, the work may complete and the engine destroy the bridge (TSan saw the
-  // condition variable destroyed under a notify that came after the unlock).
-  if (parked_) wake_.notify_one();
+void completion_bridge::hand_over(entry* item) {
+  // One count until the entry is answered, one until this call stops touching the bridge: once the
+  // entry is pushed, the work may complete and the engine go on to destroy the bridge.
+  pending_count_.fetch_add(2, std::memory_order_relaxed);
+  entry* newest = incoming_.load(std::memory_order_relaxed);
+  do {
+    item->next = newest;
+  } while (!incoming_.compare_exchange_weak(newest, item, std::memory_order_seq_cst, std::memory_order_relaxed));
+  // A spinning bridge sees the push without a system call. Sequentially consistent with park(), which
+  // raises parked_ before it looks at incoming_: either it sees this push, or this sees it parked. The
+  // notify is under the lock, so that it cannot fall between park()'s look and its sleep.
+  if (parked_.load(std::memory_order_seq_cst)) {
+    std::lock_guard lock(mutex_);
+    wake_.notify_one();
+  }
+  release_count();
 }
 
-void completion_bridge::answered() {
-  if (pending_count_.fetch_sub(1) == 1) {
+void completion_bridge::release_count() {
+  if (pending_count_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
     std::lock_guard lock(mutex_);  // drain() checks the count under the lock: no lost wake-up
     drained_.notify_all();
   }
@@ -174,61 +223,88 @@ void CUDA_CB completion_bridge::host_function_fired(void* user_data) {
 }
 
 bool completion_bridge::take_incoming() {
-  // The lock is taken only when something arrived or the bridge is asked to stop: a spinning bridge that
-  // locked on every turn would make each submission wait for it (a futex sleep and wake-up).
-  if (has_incoming_.load(std::memory_order_acquire) || stop_requested_.load(std::memory_order_acquire)) {
-    std::lock_guard lock(mutex_);
-    arrivals_.swap(incoming_);
-    has_incoming_.store(false, std::memory_order_relaxed);
-    if (arrivals_.empty() && pending_.empty() && stopping_) return false;
+  // A look at the head first: a spinning bridge that exchanged on every turn would take the line from
+  // the submitting core each time.
+  entry* newest = incoming_.load(std::memory_order_relaxed) != nullptr
+                      ? incoming_.exchange(nullptr, std::memory_order_acquire)
+                      : nullptr;
+  if (newest == nullptr) {
+    return !(stop_requested_.load(std::memory_order_acquire) && pending_entries_ == 0);
   }
-  if (!arrivals_.empty()) {
-    last_activity_ = std::chrono::steady_clock::now();
-    stage_trace::mark(stage_trace::stage::arrival_taken);
-    for (entry_ptr& item : arrivals_) {
-      if (item->warm.op) item->warm.op->prefetch();
-      if (item->warm.state) prefetch_for_write(item->warm.state, item->warm.state_bytes);
-      pending_[item->stream].push_back(std::move(item));
+  last_activity_ = std::chrono::steady_clock::now();
+  stage_trace::mark(stage_trace::stage::arrival_taken);
+  // The stack holds the newest first: reversed, it is the order of the hand-overs.
+  entry* oldest = nullptr;
+  while (newest != nullptr) {
+    entry* next = newest->next;
+    newest->next = oldest;
+    oldest = newest;
+    newest = next;
+  }
+  while (oldest != nullptr) {
+    entry* item = oldest;
+    oldest = item->next;
+    item->next = nullptr;
+    if (item->mark_deferred && !abandoned_.load()) {
+      item->mark_deferred = false;
+      // Unmarked, the work cannot be watched: it is answered with the failure (finish() waits for the
+      // stream first, so that its memory is never handed back while the GPU may use it).
+      if (CUresult status = mark(*item); status != CUDA_SUCCESS) {
+        finished_.emplace_back(item, status);
+        continue;
+      }
     }
-    arrivals_.clear();
+    item->sequence = next_sequence_++;
+    if (item->warm.op) item->warm.op->prefetch();
+    if (item->warm.state) prefetch_for_write(item->warm.state, item->warm.state_bytes);
+    stream_queue& queue = pending_[item->stream];
+    if (queue.back != nullptr) {
+      queue.back->next = item;
+    } else {
+      queue.front = item;
+    }
+    queue.back = item;
+    ++pending_entries_;
   }
+  if (!finished_.empty()) finish(finished_);
   return true;
 }
 
 void completion_bridge::park(std::optional<std::chrono::steady_clock::time_point> until) {
   std::unique_lock lock(mutex_);
-  auto woken = [&] { return !incoming_.empty() || signalled_ || stopping_; };
-  parked_ = true;
+  parked_.store(true, std::memory_order_seq_cst);
+  auto woken = [&] { return incoming_.load(std::memory_order_seq_cst) != nullptr || signalled_ || stopping_; };
   if (until) {
     wake_.wait_until(lock, *until, woken);
   } else {
     wake_.wait(lock, woken);
   }
-  parked_ = false;
+  parked_.store(false, std::memory_order_relaxed);
   signalled_ = false;
 }
 
 bool completion_bridge::collect_finished(std::chrono::steady_clock::time_point now) {
   // The scratch lists are reused: this runs continuously while work is young.
-  std::vector<entry_ptr>& fronts = fronts_;
+  std::vector<entry*>& fronts = fronts_;
   fronts.clear();
   const bool callbacks = options_.policy == completion_policy::host_callback;
   for (auto& [stream, queue] : pending_) {
-    if (!callbacks || queue.front()->fired.load() || queue.front()->failure_seen) fronts.push_back(queue.front());
+    entry* front = queue.front;
+    if (front != nullptr && (!callbacks || front->fired.load() || front->failure_seen)) fronts.push_back(front);
   }
   // Flagged work is read from its word; its event is queried only on a sweep (see event_sweep_interval).
   const bool sweep = now >= next_event_sweep_;
   if (sweep) next_event_sweep_ = now + event_sweep_interval;
   finished_list& finished = finished_;
   queried_events_ = false;
-  for (entry_ptr& item : fronts) {
+  for (entry* item : fronts) {
     if (abandoned_.load()) {
       finished.clear();
       return false;
     }
     if (item->flag && flags_->is_written(*item->flag)) {
       stage_trace::mark(stage_trace::stage::flag_seen);
-      finished.emplace_back(std::move(item), CUDA_SUCCESS);
+      finished.emplace_back(item, CUDA_SUCCESS);
       continue;
     }
     if (item->flag && !sweep) continue;
@@ -236,16 +312,22 @@ bool completion_bridge::collect_finished(std::chrono::steady_clock::time_point n
     // Flagged work has no event: the stream's status tells a failure (a failed stream writes no flag);
     // an idle stream has run the work, and so written its flag.
     CUresult status = item->event ? driver_.cuEventQuery(item->event) : driver_.cuStreamQuery(item->stream);
-    if (status != CUDA_ERROR_NOT_READY) finished.emplace_back(std::move(item), status);
+    if (status != CUDA_ERROR_NOT_READY) finished.emplace_back(item, status);
   }
   for (auto& [item, status] : finished) pop_front(item);
   return !finished.empty();
 }
 
-void completion_bridge::pop_front(const entry_ptr& item) {
+void completion_bridge::pop_front(entry* item) {
   auto queue = pending_.find(item->stream);
-  queue->second.pop_front();  // only fronts finish, so the entry is its stream's front
-  if (queue->second.empty()) pending_.erase(queue);
+  // Only fronts finish, so the entry is its stream's front.
+  queue->second.front = item->next;
+  if (queue->second.front == nullptr) {
+    queue->second.back = nullptr;
+    if (pending_.size() > kept_idle_queues) pending_.erase(queue);
+  }
+  item->next = nullptr;
+  --pending_entries_;
 }
 
 void completion_bridge::finish(finished_list& finished) {
@@ -262,13 +344,13 @@ void completion_bridge::finish(finished_list& finished) {
     stage_trace::mark(stage_trace::stage::continuation_begins);
     item->done(status);
     item->done = nullptr;
-    if (item->flag) flags_->release(*item->flag);
     if (options_.policy == completion_policy::host_callback && !item->fired) {
       unfired_.push_back(item);
     } else {
       if (item->event) events_.release(item->event);
+      recycle(item);
     }
-    answered();
+    release_count();
   }
   finished.clear();
   last_activity_ = std::chrono::steady_clock::now();
@@ -276,7 +358,8 @@ void completion_bridge::finish(finished_list& finished) {
 
 void completion_bridge::mark_failed_fronts() {
   for (auto& [stream, queue] : pending_) {
-    entry& front = *queue.front();
+    if (queue.front == nullptr) continue;
+    entry& front = *queue.front;
     if (front.fired.load() || front.failure_seen || abandoned_.load()) continue;
     const CUresult status = driver_.cuEventQuery(front.event);
     if (status != CUDA_SUCCESS && status != CUDA_ERROR_NOT_READY) front.failure_seen = true;
@@ -291,7 +374,7 @@ void completion_bridge::run() {
   while (!abandoned_.load() && take_incoming()) {
     const auto now = std::chrono::steady_clock::now();
     const bool young = now - last_activity_ < options_.spin_window;
-    if (pending_.empty()) {
+    if (pending_entries_ == 0) {
       // Right after activity more work usually follows (a coroutine's next transfer): stay awake for the
       // spin window so that it is seen without a wake-up, then park.
       if (options_.policy == completion_policy::poll && young) {
@@ -302,9 +385,9 @@ void completion_bridge::run() {
       continue;
     }
     if (options_.policy == completion_policy::blocking_sync) {
-      entry_ptr oldest;
+      entry* oldest = nullptr;
       for (auto& [stream, queue] : pending_) {
-        if (!oldest || queue.front()->sequence < oldest->sequence) oldest = queue.front();
+        if (queue.front != nullptr && (!oldest || queue.front->sequence < oldest->sequence)) oldest = queue.front;
       }
       finished_.emplace_back(oldest, driver_.cuEventSynchronize(oldest->event));
       pop_front(oldest);  // the oldest entry overall is also the front of its stream
@@ -329,8 +412,9 @@ void completion_bridge::run() {
     auto oldest = now;
     auto newest = std::chrono::steady_clock::time_point::min();
     for (const auto& [stream, queue] : pending_) {
-      oldest = std::min(oldest, queue.front()->since);
-      newest = std::max(newest, queue.front()->since);
+      if (queue.front == nullptr) continue;
+      oldest = std::min(oldest, queue.front->since);
+      newest = std::max(newest, queue.front->since);
     }
     if (young || now - oldest < pending_spin_) {
       // Young work: keep looking, with a short pause between looks, not a yield: a system call would

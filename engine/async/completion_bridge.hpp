@@ -9,10 +9,12 @@
 // flag. On the H200 this learns of a 4 KiB copy ~0.5 us sooner than spinning on cuEventQuery on the
 // same thread, and ~1 us sooner than a second thread doing so (bench/completion_signals).
 //
-// The submitting thread and the bridge thread share only a short hand-off list (incoming_), guarded by
-// a mutex held for a push or a swap: what is pending is the bridge thread's own, so a submission never
-// waits while the bridge queries the driver, and it wakes the bridge (a futex system call) only when
-// the bridge is parked.
+// The submitting thread and the bridge thread share only a hand-off stack (incoming_): a submission
+// pushes its entry with one compare-exchange and takes no lock; the bridge takes the whole stack with
+// one exchange. What is pending is the bridge thread's own, so a submission never waits while the
+// bridge queries the driver, and it wakes the bridge (a futex system call) only when the bridge is
+// parked. Entries are reused (free_indices): after warm-up, watching work allocates nothing on either
+// thread while fewer than `flag_words` ops are in flight.
 #pragma once
 
 #include <cuda.h>
@@ -21,17 +23,18 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "engine/async/completion_flags.hpp"
 #include "engine/async/event_pool.hpp"
+#include "engine/async/free_indices.hpp"
 #include "engine/driver/driver_table.hpp"
 #include "ferry/detail/engine_core.hpp"
 
@@ -44,8 +47,8 @@ class completion_bridge {
   // `done` runs on the bridge thread with the event's status: it must not block.
   using continuation = std::function<void(CUresult)>;
 
-  // `flag_words`: how many completion flags the poll policy has (work beyond them is watched by its
-  // event alone).
+  // `flag_words`: how many entries are reused, each with its completion flag under the poll policy (work
+  // beyond them gets an entry of its own, watched by its event alone).
   static constexpr std::size_t default_flag_words = 4096;
   completion_bridge(const driver_table& driver, CUcontext context, const engine_options& options,
                     std::size_t flag_words = default_flag_words);
@@ -61,16 +64,24 @@ class completion_bridge {
 
   // watch() in two steps, for a caller with work to do between them: arm() puts the mark (the flag write
   // or the event) on `stream` right after the work, so that the GPU passes it as soon as the work is
-  // done; watch_armed() hands it to the bridge with its continuation. An armed ticket must be handed
-  // over (the bridge owns its flag or event).
+  // done; watch_armed() hands it to the bridge with its continuation. With completion_mark::by_poller,
+  // while the bridge thread is awake, arm() leaves the flag's write to it: the bridge writes it when it
+  // takes the work over, after whatever the stream got meanwhile (the caller must put no more of its own
+  // work on `stream` between the two calls). An armed ticket must be handed over (the bridge owns its
+  // flag or event).
   class ticket {
    public:
     ticket() = default;
+    ticket(ticket&& other) noexcept : item_(std::exchange(other.item_, nullptr)) {}
+    ticket& operator=(ticket&& other) noexcept {
+      item_ = std::exchange(other.item_, nullptr);
+      return *this;
+    }
 
    private:
     friend class completion_bridge;
-    explicit ticket(std::shared_ptr<entry> item) : item_(std::move(item)) {}
-    std::shared_ptr<entry> item_;
+    explicit ticket(entry* item) : item_(item) {}
+    entry* item_ = nullptr;
   };
   CUresult arm(CUstream stream, ticket& armed);
   // What `done` will touch, for the bridge thread to bring into its cache when it takes the work over,
@@ -107,24 +118,40 @@ class completion_bridge {
     bool failure_seen = false;       // host_callback: its event failed, so no callback will come (bridge thread only)
     completion_bridge* bridge = nullptr;
     std::optional<completion_flags::flag> flag;  // poll: the word the GPU writes after the work
+    bool mark_deferred = false;  // poll: the bridge thread writes the flag when it takes the entry
+    entry* next = nullptr;  // in the hand-off stack, then in its stream's queue
+    std::uint32_t index = free_indices::none;  // in entries_; none for an entry of its own (all were taken)
   };
-  using entry_ptr = std::shared_ptr<entry>;
+  // The entries a stream's work waits in, oldest first (linked through entry::next).
+  struct stream_queue {
+    entry* front = nullptr;
+    entry* back = nullptr;
+  };
+  // A stream's queue is kept while idle (a stream's next op finds it without allocating) until this
+  // many streams have queues.
+  static constexpr std::size_t kept_idle_queues = 64;
 
+  // A reused entry, or one of its own when all are taken.
+  entry* take_entry();
+  // Puts the entry's mark on its stream: its flag's write, else (no flag, or the write refused) an event.
+  CUresult mark(entry& item);
+  // Cleans a finished (or never handed over) entry and reuses it, or deletes one of its own.
+  void recycle(entry* item) noexcept;
   static void CUDA_CB host_function_fired(void* user_data);
   // Hands an entry to the bridge thread.
-  void hand_over(entry_ptr item);
-  // One watched entry answered: wakes drain() when it was the last.
-  void answered();
+  void hand_over(entry* item);
+  // One count of pending_count_ gone: wakes drain() when it was the last.
+  void release_count();
   void run();
   // Moves what submitters handed over into pending_. Returns false once stopping and nothing is pending.
   bool take_incoming();
   // Sleeps until a submission, a host function or `until` (the bridge thread only).
   void park(std::optional<std::chrono::steady_clock::time_point> until);
-  using finished_list = std::vector<std::pair<entry_ptr, CUresult>>;
+  using finished_list = std::vector<std::pair<entry*, CUresult>>;
   // Looks at the front of each stream (at `now`); puts the finished ones, popped from pending_, in
   // finished_. Returns whether any finished.
   bool collect_finished(std::chrono::steady_clock::time_point now);
-  void pop_front(const entry_ptr& item);
+  void pop_front(entry* item);
   // Calls the continuations, then recycles the flags and events; empties `finished`.
   void finish(finished_list& finished);
   // host_callback: flags fronts whose event failed (no callback will come for them).
@@ -138,31 +165,35 @@ class completion_bridge {
   std::atomic<bool> flags_usable_{true};     // false once the driver refused a flag write (unsupported)
   std::chrono::microseconds pending_spin_;  // engine_options::pending_spin (the engine resolves its default)
 
-  // Shared with submitters and host functions (under mutex_).
-  mutable std::mutex mutex_;
+  std::unique_ptr<entry[]> entries_;  // reused, each with its flag word (the word of the same index)
+  free_indices free_entries_;
+
+  // Shared with submitters and host functions.
+  std::atomic<entry*> incoming_{nullptr};  // handed over, not yet seen by the bridge thread (newest first)
+  // Watched and not yet answered, plus one per hand_over still running (it touches the bridge after its
+  // push): drain() waits for zero, so that the bridge is never destroyed under a submitter.
+  std::atomic<std::size_t> pending_count_{0};
+  std::atomic<bool> parked_{false};  // the bridge thread sleeps (or is about to) on wake_: a submission must notify it
+  mutable std::mutex mutex_;         // for the sleeps on wake_ and drained_
   std::condition_variable wake_;
   std::condition_variable drained_;
-  std::vector<entry_ptr> incoming_;  // watched, not yet seen by the bridge thread
-  std::uint64_t next_sequence_ = 0;
-  bool parked_ = false;     // the bridge thread sleeps on wake_: a submission must notify it
-  bool signalled_ = false;  // host_callback: a host function ran since the bridge last looked
-  bool stopping_ = false;
+  bool signalled_ = false;  // host_callback: a host function ran since the bridge last looked (under mutex_)
+  bool stopping_ = false;   // under mutex_
   std::atomic<bool> abandoned_{false};        // stop_for_exit: no more driver calls
-  std::atomic<bool> has_incoming_{false};     // incoming_ is not empty: lets the spinning thread skip the lock
   std::atomic<bool> stop_requested_{false};   // stopping_, readable without the lock
-  std::atomic<std::size_t> pending_count_{0};  // watched and not yet answered
 
   // The bridge thread's own.
-  std::map<CUstream, std::deque<entry_ptr>> pending_;
+  std::map<CUstream, stream_queue> pending_;
+  std::size_t pending_entries_ = 0;  // in pending_'s queues
+  std::uint64_t next_sequence_ = 0;  // the order of arrival (blocking_sync answers the oldest first)
   std::chrono::steady_clock::time_point last_activity_;
   std::chrono::steady_clock::time_point next_event_sweep_;  // poll: when flagged work's events are next queried
   // host_callback: entries whose callback never ran (the stream failed); kept until destruction because
   // the driver may still hold their pointer.
-  std::vector<entry_ptr> unfired_;
-  std::vector<entry_ptr> arrivals_;  // scratch: incoming_ swapped out
-  std::vector<entry_ptr> fronts_;    // scratch
-  finished_list finished_;           // scratch
-  bool queried_events_ = false;      // the last collect_finished asked cuEventQuery about work without a flag
+  std::vector<entry*> unfired_;
+  std::vector<entry*> fronts_;  // scratch
+  finished_list finished_;      // scratch
+  bool queried_events_ = false;  // the last collect_finished asked cuEventQuery about work without a flag
   std::thread thread_;
 };
 

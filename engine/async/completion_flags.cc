@@ -19,28 +19,17 @@ completion_flags::completion_flags(const driver_table& driver, std::size_t words
   }
   words_ = static_cast<std::uint32_t*>(memory);
   for (std::size_t i = 0; i < words; ++i) words_[i] = 0;
-  free_.reserve(words);
-  for (std::size_t i = words; i-- > 0;) free_.push_back(static_cast<std::uint32_t>(i));
 }
 
 completion_flags::~completion_flags() {
   if (words_ != nullptr) driver_.cuMemFreeHost(words_);
 }
 
-std::optional<completion_flags::flag> completion_flags::acquire() {
-  std::lock_guard lock(mutex_);
-  if (free_.empty()) return std::nullopt;
-  const std::uint32_t index = free_.back();
-  free_.pop_back();
+completion_flags::flag completion_flags::next_use(std::uint32_t index) noexcept {
   std::uint32_t value = last_value_[index] + 1;
   if (value == 0) value = 1;  // 0 is the word's initial content
   last_value_[index] = value;
   return flag{index, value};
-}
-
-void completion_flags::release(flag used) {
-  std::lock_guard lock(mutex_);
-  free_.push_back(used.index);
 }
 
 CUresult completion_flags::enqueue_write(CUstream stream, const flag& used) const {

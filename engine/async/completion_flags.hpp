@@ -1,15 +1,15 @@
 // Words of mapped page-locked memory that the GPU writes (cuStreamWriteValue32) once the work before them
 // on a stream is done: the poll policy reads a word instead of asking cuEventQuery, which costs ~1.5 us
 // a call on the H200 and holds driver locks that submissions on other threads then wait for
-// (bench/completion_signals, bench/submit_path_costs). Each watched op takes a word and the value the
-// GPU will write there; the value changes with each use of the word, so a word is never mistaken for
-// done by an earlier use. The op's event stays the source of truth: a failed stream writes no word.
+// (bench/completion_signals, bench/submit_path_costs). Word i belongs to the completion bridge's entry i
+// (whoever holds the entry holds its word, so no lock guards them); each use of a word has a new value
+// for the GPU to write there, so a word is never mistaken for done by an earlier use. The op's event
+// stays the source of truth: a failed stream writes no word.
 #pragma once
 
 #include <cuda.h>
 
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -31,11 +31,10 @@ class completion_flags {
   completion_flags& operator=(const completion_flags&) = delete;
   ~completion_flags();
 
-  // A free word and its next value, or nullopt when every word is in use (the op then relies on its event).
-  std::optional<flag> acquire();
-  // After the word was seen written, or its op finished otherwise (the GPU will not write the old value
-  // over a later one: a stream runs in order, and a failed one runs no more).
-  void release(flag used);
+  std::size_t words() const noexcept { return last_value_.size(); }
+  // The next use of word `index`, held by the caller alone until it gives the word back (the GPU will not
+  // write an older value over it then: a stream runs in order, and a failed one runs no more).
+  flag next_use(std::uint32_t index) noexcept;
 
   // Enqueues the write of `used` on `stream`, after the work already there.
   CUresult enqueue_write(CUstream stream, const flag& used) const;
@@ -48,9 +47,7 @@ class completion_flags {
   const driver_table& driver_;
   std::uint32_t* words_ = nullptr;
   CUdeviceptr device_words_ = 0;
-  std::mutex mutex_;
-  std::vector<std::uint32_t> free_;         // indices
-  std::vector<std::uint32_t> last_value_;   // per word, the value of its latest use (under mutex_)
+  std::vector<std::uint32_t> last_value_;  // per word, the value of its latest use (its holder's)
 };
 
 }  // namespace ferry::detail

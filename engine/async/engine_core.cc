@@ -31,6 +31,13 @@ bool kernel_reaches_host_memory(const driver_table& driver, CUdevice device) {
          unified == 1 && registered == 1;
 }
 
+void check_marks(const engine_options& options) {
+  if (options.marks != completion_mark::by_submitter && options.marks != completion_mark::by_poller) {
+    throw_invalid_argument("engine", "marks " + std::to_string(static_cast<int>(options.marks)) +
+                                         " is not a completion_mark");
+  }
+}
+
 void check_batching(const engine_options& options, const driver_table& driver, CUdevice device) {
   const batch_path path = options.batching;
   if (path != batch_path::automatic && path != batch_path::copy_engine && path != batch_path::kernel) {
@@ -71,6 +78,7 @@ engine_core::impl::impl(const engine_options& opts)
   }
   check(driver.cuDeviceGet(&device, ordinal), "cuDeviceGet");
   check_batching(options, driver, device);
+  check_marks(options);
   check(driver.cuDevicePrimaryCtxRetain(&context, device), "cuDevicePrimaryCtxRetain", "device " + std::to_string(ordinal));
   caller_context in_engine(driver, context);
   for (std::size_t i = 0; i < options.pool_streams; ++i) {

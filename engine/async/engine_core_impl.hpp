@@ -14,7 +14,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +23,8 @@
 #include "engine/async/completion_bridge.hpp"
 #include "engine/async/copy_batcher.hpp"
 #include "engine/async/copy_crew.hpp"
+#include "engine/async/free_indices.hpp"
+#include "engine/async/live_sequences.hpp"
 #include "engine/async/registration_cache.hpp"
 #include "engine/async/staging_pool.hpp"
 #include "engine/async/stream_sequencer.hpp"
@@ -80,9 +81,24 @@ struct engine_core::impl {
     completion_bridge::ticket ticket;
   };
   submission enqueue_and_arm(const prepared_transfer& transfer, CUstream stream);
+  // A single submission from its start to its completion: all that the bridge's continuation needs, in
+  // a slot reused from op to op, so that the continuation holds one pointer (std::function keeps it
+  // without an allocation).
+  struct single_slot {
+    std::shared_ptr<operation> op;
+    prepared_transfer transfer;
+    std::uint64_t sequence = 0;
+    CUstream stream = nullptr;
+    std::uint32_t index = free_indices::none;  // in single_slots; none for a slot of its own (all were taken)
+  };
+  static constexpr std::uint32_t reused_single_slots = 256;
+  // A reused slot holding `transfer` (moved in), or one of its own when all are taken.
+  single_slot* take_slot(prepared_transfer&& transfer);
+  void return_slot(single_slot* slot) noexcept;
+  // On the bridge thread: the work of `slot` is done (or failed); completes its op.
+  void single_done(single_slot* slot, CUresult result);
   // Hands the op to the bridge, or fails it.
-  void watch_submitted(std::shared_ptr<operation> op, std::uint64_t sequence,
-                       std::shared_ptr<prepared_transfer> transfer, CUstream stream, bool sequenced,
+  void watch_submitted(std::shared_ptr<operation> op, std::uint64_t sequence, single_slot* slot, bool sequenced,
                        submission submitted);
   // The fast path of start(): see its definition. False when the transfer must take the planner's path.
   bool start_at_once(operation_factory& make_op, prepared_transfer& prepared, std::optional<CUstream> stream);
@@ -138,10 +154,13 @@ struct engine_core::impl {
   copy_crew copiers;                  // memcpy slices only; they never wait, so workers cannot deadlock
   stream_sequencer sequencer;
 
+  std::unique_ptr<single_slot[]> single_slots = std::make_unique<single_slot[]>(reused_single_slots);
+  free_indices free_single_slots{reused_single_slots};
+
   std::mutex live_mutex;
   std::condition_variable live_changed;
   std::uint64_t next_sequence = 0;
-  std::set<std::uint64_t> live;
+  live_sequences live;
   std::multimap<std::uint64_t, std::shared_ptr<operation>> waiters;  // wait_all ops by sequence
 };
 

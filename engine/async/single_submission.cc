@@ -28,7 +28,43 @@ void engine_core::impl::run_single(std::shared_ptr<operation> op, std::uint64_t 
     return;
   }
   submission submitted = enqueue_and_arm(*transfer, stream);
-  watch_submitted(std::move(op), sequence, std::move(transfer), stream, sequenced, std::move(submitted));
+  // The transfer is this submission's from here on (its callers hand it over).
+  single_slot* slot = take_slot(std::move(*transfer));
+  slot->stream = stream;
+  watch_submitted(std::move(op), sequence, slot, sequenced, std::move(submitted));
+}
+
+engine_core::impl::single_slot* engine_core::impl::take_slot(prepared_transfer&& transfer) {
+  const std::uint32_t index = free_single_slots.pop();
+  single_slot* slot = index == free_indices::none ? new single_slot : &single_slots[index];
+  slot->index = index;
+  slot->transfer = std::move(transfer);
+  return slot;
+}
+
+void engine_core::impl::return_slot(single_slot* slot) noexcept {
+  if (slot->index == free_indices::none) {
+    delete slot;
+    return;
+  }
+  slot->op.reset();
+  slot->transfer = prepared_transfer{};
+  free_single_slots.push(slot->index);
+}
+
+void engine_core::impl::single_done(single_slot* slot, CUresult result) {
+  const std::shared_ptr<operation> op = std::move(slot->op);
+  const std::uint64_t sequence = slot->sequence;
+  if (result == CUDA_SUCCESS) {
+    op->add_bytes(slot->transfer.bytes);
+  } else {
+    fail(op, result, where(slot->transfer, slot->stream));
+  }
+  // The GPU is done with the memory: the registration is free, and the copy no longer in flight, before
+  // the caller hears (who may start the next one at once). The slot goes back first too: once the op is
+  // retired, the engine may be destroyed.
+  return_slot(slot);
+  complete(op, sequence);
 }
 
 engine_core::impl::submission engine_core::impl::enqueue_and_arm(const prepared_transfer& transfer, CUstream stream) {
@@ -39,35 +75,28 @@ engine_core::impl::submission engine_core::impl::enqueue_and_arm(const prepared_
   return submitted;
 }
 
-void engine_core::impl::watch_submitted(std::shared_ptr<operation> op, std::uint64_t sequence,
-                                        std::shared_ptr<prepared_transfer> transfer, CUstream stream, bool sequenced,
-                                        submission submitted) {
+void engine_core::impl::watch_submitted(std::shared_ptr<operation> op, std::uint64_t sequence, single_slot* slot,
+                                        bool sequenced, submission submitted) {
+  const CUstream stream = slot->stream;
   auto finished_submitting = [&] {
     if (sequenced) sequencer.done(stream);
   };
   if (submitted.enqueued != CUDA_SUCCESS) {
-    fail(op, submitted.enqueued, where(*transfer, stream) + " (enqueue)");
+    fail(op, submitted.enqueued, where(slot->transfer, stream) + " (enqueue)");
+    return_slot(slot);
     finished_submitting();
     complete(op, sequence);
     return;
   }
   op->mark_submitted();
-  const std::size_t bytes = transfer->bytes;
   const CUresult status = submitted.armed;
   if (status == CUDA_SUCCESS) {
-    const completion_bridge::warm_up touched{op.get(), transfer.get(), sizeof(prepared_transfer)};
-    bridge->watch_armed(std::move(submitted.ticket), [this, op, sequence, transfer, stream, bytes](CUresult result) {
-      if (result == CUDA_SUCCESS) {
-        op->add_bytes(bytes);
-      } else {
-        fail(op, result, where(*transfer, stream));
-      }
-      // The GPU is done with the memory: the registration is free, and the copy no longer in flight,
-      // before the caller hears (who may start the next one at once).
-      transfer->hold.reset();
-      transfer->counted.reset();
-      complete(op, sequence);
-    }, touched);
+    slot->op = op;
+    slot->sequence = sequence;
+    const completion_bridge::warm_up touched{op.get(), slot, sizeof(single_slot)};
+    // One pointer: std::function keeps it in place, without an allocation.
+    bridge->watch_armed(std::move(submitted.ticket), [this, slot](CUresult result) { single_done(slot, result); },
+                        touched);
   }
   finished_submitting();
   stage_trace::mark(stage_trace::stage::handed_to_bridge);
@@ -75,12 +104,12 @@ void engine_core::impl::watch_submitted(std::shared_ptr<operation> op, std::uint
     // The work is on the stream but cannot be watched: wait for it here rather than lose track of the
     // caller's memory.
     CUresult drained = driver.cuStreamSynchronize(stream);
-    fail(op, status, where(*transfer, stream) + " (cuEventRecord)");
-    if (drained == CUDA_SUCCESS) op->add_bytes(bytes);
+    fail(op, status, where(slot->transfer, stream) + " (cuEventRecord)");
+    if (drained == CUDA_SUCCESS) op->add_bytes(slot->transfer.bytes);
+    return_slot(slot);
     complete(op, sequence);
   }
 }
-
 
 bool engine_core::impl::driver_stageable(const prepared_transfer& transfer) const {
   if (!transfer.pageable || transfer.source.kind != memory_kind::pageable_host || transfer.bytes == 0) return false;
@@ -99,9 +128,10 @@ std::shared_ptr<void> engine_core::impl::count_small_copy() {
 }
 
 // Page-locked memory (or a driver_staged poke), not for the batcher, on a stream nothing else is
-// submitting to: the work goes on the stream first, with its completion armed right behind it, and the op's bookkeeping (its operation
-// and handler, the live set, the hand-off to the bridge) runs while the GPU moves the bytes, which
-// shortens a small transfer's round trip (docs/performance.md).
+// submitting to: the work goes on the stream first, with its completion armed right behind it (or, with
+// completion_mark::by_poller, left for the bridge thread to mark), and the op's bookkeeping (its
+// operation and handler, a reused slot, the live set, the lock-free hand-off to the bridge) runs while
+// the GPU moves the bytes, which shortens a small transfer's round trip (docs/performance.md).
 bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_transfer& prepared,
                                       std::optional<CUstream> stream) {
   if (prepared.bytes == 0 || sticky.load() != CUDA_SUCCESS) return false;
@@ -124,17 +154,19 @@ bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_trans
   stage_trace::mark(stage_trace::stage::enqueue_begins);
   submission submitted = enqueue_and_arm(prepared, target);
   std::shared_ptr<operation> op;
-  std::shared_ptr<prepared_transfer> transfer;
+  single_slot* slot = nullptr;
   std::uint64_t sequence = 0;
   try {
     op = make_op();
     stage_trace::mark(stage_trace::stage::operation_made);
-    transfer = std::make_shared<prepared_transfer>(std::move(prepared));
-    transfer->plan = plan;
-    transfer->counted = std::move(counted);
+    slot = take_slot(std::move(prepared));
+    slot->transfer.plan = plan;
+    slot->transfer.counted = std::move(counted);
+    slot->stream = target;
     sequence = admit();
     stage_trace::mark(stage_trace::stage::admitted);
   } catch (...) {
+    if (slot != nullptr) return_slot(slot);
     // Nothing can report this op's completion: let the GPU finish with the caller's memory first. (The
     // bridge takes the armed event back.)
     if (submitted.enqueued == CUDA_SUCCESS) driver.cuStreamSynchronize(target);
@@ -144,8 +176,8 @@ bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_trans
     if (stream) sequencer.done(target);
     throw;
   }
-  record_plan(*transfer, transfer->plan);
-  watch_submitted(std::move(op), sequence, std::move(transfer), target, stream.has_value(), std::move(submitted));
+  record_plan(slot->transfer, plan);
+  watch_submitted(std::move(op), sequence, slot, stream.has_value(), std::move(submitted));
   return true;
 }
 
