@@ -78,6 +78,14 @@ struct peer_copy {
 inline void check_cancel_after_enqueue(boost::asio::io_context& io, engine& gpu, peer_copy& copy,
                                        transfer_options options = {}) {
   namespace asio = boost::asio;
+  {
+    // A path's first use in a context may load ferry's kernels (cuModuleLoadData), which waits for the
+    // context's work in flight: behind the closed gate below it would wait for ever. A copy first.
+    peer_copy warm(copy.from, copy.to, copy.values.front(), copy.count);
+    outcome warmed;
+    warm.start(gpu, options, record(warmed));
+    BOOST_TEST(run_until(io, [&] { return warmed.calls == 1; }));
+  }
   stream s = stream::create();
   stream_gate gate(s);
   options.stream = stream_ref(s);
