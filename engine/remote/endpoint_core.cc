@@ -209,6 +209,7 @@ void endpoint_core::track(const std::shared_ptr<request_state>& op, ucs_status_p
 void endpoint_core::put(const std::shared_ptr<request_state>& op, local_bytes local, const descriptor& remote) {
   {
     std::lock_guard guard(worker_->lock());
+    const cuda_context_scope in_device_context(worker_->cuda_context());
     if (!admit(op, local.kind == memory_kind::device || remote.kind() == memory_kind::device)) return;
     ucp_rkey_h key = key_for(remote, "ferry::remote::endpoint::async_put");
     ucp_request_param_t parameters{};
@@ -233,6 +234,7 @@ void endpoint_core::put(const std::shared_ptr<request_state>& op, local_bytes lo
 void endpoint_core::get(const std::shared_ptr<request_state>& op, local_bytes local, const descriptor& remote) {
   {
     std::lock_guard guard(worker_->lock());
+    const cuda_context_scope in_device_context(worker_->cuda_context());
     if (!admit(op, local.kind == memory_kind::device || remote.kind() == memory_kind::device)) return;
     ucp_rkey_h key = key_for(remote, "ferry::remote::endpoint::async_get");
     op->bytes = local.size;

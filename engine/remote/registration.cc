@@ -17,6 +17,10 @@ std::shared_ptr<registration::state> map(const std::shared_ptr<detail::worker_co
   made->size = bytes;
   made->kind = kind;
   std::lock_guard guard(worker->lock());
+  if (kind == memory_kind::device) {
+    if (CUcontext owner = detail::context_of_device_memory(address)) worker->use_cuda_context(owner);
+  }
+  const detail::cuda_context_scope in_device_context(worker->cuda_context());
   ucp_mem_map_params_t parameters{};
   parameters.field_mask =
       UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
@@ -45,6 +49,7 @@ std::shared_ptr<registration::state> map(const std::shared_ptr<detail::worker_co
 registration::state::~state() {
   if (memory == nullptr) return;
   std::lock_guard guard(worker->lock());
+  const detail::cuda_context_scope in_device_context(worker->cuda_context());
   ucp_mem_unmap(worker->context(), memory);
 }
 

@@ -1,5 +1,7 @@
 #include "engine/remote/worker_core.hpp"
 
+#include "engine/driver/driver_table.hpp"
+
 #include <boost/asio/post.hpp>
 
 #include <random>
@@ -143,12 +145,36 @@ unsigned short worker_core::listen(std::string_view address, unsigned short port
   return acceptor_->local_endpoint().port();
 }
 
+cuda_context_scope::cuda_context_scope(CUcontext context) noexcept {
+  if (context == nullptr) return;
+  const auto& driver = ferry::detail::driver();
+  CUcontext current = nullptr;
+  driver.cuCtxGetCurrent(&current);
+  if (current != context) pushed_ = driver.cuCtxPushCurrent(context) == CUDA_SUCCESS;
+}
+
+cuda_context_scope::~cuda_context_scope() {
+  if (!pushed_) return;
+  CUcontext popped = nullptr;
+  ferry::detail::driver().cuCtxPopCurrent(&popped);
+}
+
+CUcontext context_of_device_memory(std::uint64_t address) noexcept {
+  CUcontext owner = nullptr;
+  if (ferry::detail::driver().cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT,
+                                                    static_cast<CUdeviceptr>(address)) != CUDA_SUCCESS) {
+    return nullptr;
+  }
+  return owner;
+}
+
 // One turn of the bridge: progress until UCX has nothing more, then either poll again through the
 // executor or arm the wakeup descriptor and wait on it.
 void worker_core::pass() {
   std::unique_lock guard(lock_);
   pass_posted_ = false;
   if (stopped_) return;
+  const cuda_context_scope in_device_context(cuda_context());
   while (ucp_worker_progress(worker_) != 0) {
   }
   bool poll = options_.progress == progress_mode::polling ? in_flight_ > 0 : device_in_flight_ > 0;

@@ -7,6 +7,7 @@
 // cancelled and progressed from any thread of the executor's context (or any thread at all).
 #pragma once
 
+#include <cuda.h>
 #include <ucp/api/ucp.h>
 
 #include <boost/asio/ip/tcp.hpp>
@@ -26,6 +27,24 @@ namespace ferry::remote::detail {
 
 class endpoint_core;
 
+// Makes `context` current on the calling thread for a UCX call, then restores the thread's own: UCX's
+// CUDA transports (cuda_copy, cuda_ipc) and its CUDA memory domain call the driver in the current
+// context, and the threads that call UCX (the caller's, the executor's) need not have any. A null
+// context (no device memory registered yet) changes nothing.
+class cuda_context_scope {
+ public:
+  explicit cuda_context_scope(CUcontext context) noexcept;
+  cuda_context_scope(const cuda_context_scope&) = delete;
+  cuda_context_scope& operator=(const cuda_context_scope&) = delete;
+  ~cuda_context_scope();
+
+ private:
+  bool pushed_ = false;
+};
+
+// The context that owns the device memory at `address` (nullptr when the driver knows none).
+CUcontext context_of_device_memory(std::uint64_t address) noexcept;
+
 class worker_core : public std::enable_shared_from_this<worker_core> {
  public:
   worker_core(boost::asio::any_io_executor executor, worker_options options);
@@ -44,6 +63,10 @@ class worker_core : public std::enable_shared_from_this<worker_core> {
   ucp_context_h context() const noexcept { return context_; }
   ucp_worker_h handle() const noexcept { return worker_; }
   std::mutex& lock() noexcept { return lock_; }
+  // The CUDA context of the device memory registered with this worker (the latest one), which its UCX
+  // calls run in; null until device memory is registered.
+  void use_cuda_context(CUcontext context) noexcept { cuda_context_.store(context); }
+  CUcontext cuda_context() const noexcept { return cuda_context_.load(); }
   const worker_options& options() const noexcept { return options_; }
 
   // This worker's UCX address, for the wire-up.
@@ -75,6 +98,7 @@ class worker_core : public std::enable_shared_from_this<worker_core> {
   // Under lock_:
   std::size_t in_flight_ = 0;
   std::size_t device_in_flight_ = 0;
+  std::atomic<CUcontext> cuda_context_{nullptr};
   bool pass_posted_ = false;
   bool waiting_ = false;
   bool stopped_ = false;
