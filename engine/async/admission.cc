@@ -55,9 +55,7 @@ void engine_core::impl::fail(const std::shared_ptr<operation>& op, CUresult stat
     int expected = CUDA_SUCCESS;
     sticky.compare_exchange_strong(expected, status);
   }
-  const char* name = nullptr;
-  driver.cuGetErrorName(status, &name);
-  std::string message = detail + ": " + (name ? name : std::to_string(static_cast<int>(status)));
+  std::string message = detail + ": " + status_name(status);
   op->record_error(boost::system::error_code(make_error_code(status)), message);
   if (options.on_failure) options.on_failure(message);
 }

@@ -54,16 +54,6 @@ struct block_lists::list {
   bool enqueued = false;
 };
 
-namespace {
-
-std::string status_name(const driver_table& driver, CUresult status) {
-  const char* name = nullptr;
-  driver.cuGetErrorName(status, &name);
-  return name ? name : std::to_string(static_cast<int>(status));
-}
-
-}  // namespace
-
 block_lists::block_lists(const driver_table& driver, settings chosen, staging_pool& staging, host_copy copy,
                          std::function<void(const std::string&)> report)
     : driver_(driver),
@@ -196,7 +186,7 @@ CUresult block_lists::launch_kernel(list& blocks, CUstream stream) {
       // list, and the kernel is not tried again.
       kernel_usable_.store(false, std::memory_order_relaxed);
       report("the copy kernel (ferry_copy_blocks) could not take a list of " + std::to_string(blocks.blocks.size()) +
-             " blocks (" + status_name(driver_, launched) + "); submitted through the copy engine");
+             " blocks (" + status_name(launched) + "); submitted through the copy engine");
       blocks.path = batch_path::copy_engine;
       return enqueue_copy_engine(blocks, stream);
     }
@@ -230,7 +220,7 @@ CUresult block_lists::enqueue_copy_engine(const list& blocks, CUstream stream) {
                                                &first_attribute, 1, stream);
   if (status == CUDA_SUCCESS || is_sticky(status)) return status;
   // A driver without batched copies, or a batch it refuses whole (it enqueues nothing then): a call per block.
-  report("cuMemcpyBatchAsync refused a list of " + std::to_string(count) + " blocks (" + status_name(driver_, status) +
+  report("cuMemcpyBatchAsync refused a list of " + std::to_string(count) + " blocks (" + status_name(status) +
          "); submitted block by block");
   status = CUDA_SUCCESS;
   std::size_t i = 0;

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "engine/async/caller_context.hpp"
+#include "engine/errors/check.hpp"
 #include "engine/kernels/launch.hpp"
 #include "ferry/error.hpp"
 
@@ -254,27 +255,17 @@ CUresult copy_batcher::enqueue_copy_engine(const copy* first, std::size_t count,
   return status;
 }
 
-namespace {
-
-std::string status_name(const driver_table& driver, CUresult status) {
-  const char* name = nullptr;
-  driver.cuGetErrorName(status, &name);
-  return name ? name : std::to_string(static_cast<int>(status));
-}
-
-}  // namespace
-
 void copy_batcher::report_refusal(CUresult status, std::size_t copies) {
   batch_refusals_++;
   if (!report_) return;
   report_("cuMemcpyBatchAsync refused a batch of " + std::to_string(copies) + " copies with " +
-          status_name(driver_, status) + "; submitted one by one");
+          status_name(status) + "; submitted one by one");
 }
 
 void copy_batcher::report_kernel_refusal(CUresult status, std::size_t copies) {
   if (!report_) return;
   report_("the copy kernel (ferry_copy_blocks) could not take a batch of " + std::to_string(copies) + " copies (" +
-          status_name(driver_, status) + "); submitted through the copy engine");
+          status_name(status) + "); submitted through the copy engine");
 }
 
 void copy_batcher::watch(std::vector<copy> live, CUstream stream, std::uint64_t* slab) {

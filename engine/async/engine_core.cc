@@ -262,10 +262,8 @@ void engine_core::order(CUstream first, CUstream then) {
         engine.driver.cuEventDestroy(event);
       }
       if (status != CUDA_SUCCESS && engine.options.on_failure) {
-        const char* name = nullptr;
-        engine.driver.cuGetErrorName(status, &name);
         engine.options.on_failure("engine::order: stream " + hex(then) + " after stream " + hex(first) + ": " +
-                                  (name ? name : std::to_string(static_cast<int>(status))));
+                                  status_name(status));
       }
       engine.sequencer.done(first);
       engine.sequencer.done(then);

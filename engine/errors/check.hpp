@@ -22,6 +22,10 @@ inline void check(CUresult status, std::string_view call, std::string_view objec
   if (status != CUDA_SUCCESS) throw_cuda_error(status, call, object, where);
 }
 
+// The driver's name of `status` ("CUDA_ERROR_ILLEGAL_ADDRESS"), or its number where the driver has none:
+// what on_failure messages name a status by.
+std::string status_name(CUresult status);
+
 // "0x7f12a0000000"
 std::string hex(std::uintptr_t address);
 inline std::string hex(const void* address) { return hex(reinterpret_cast<std::uintptr_t>(address)); }

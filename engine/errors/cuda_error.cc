@@ -90,3 +90,13 @@ void throw_cuda_error(CUresult status, std::string_view call, std::string_view o
 
 }  // namespace detail
 }  // namespace ferry
+
+namespace ferry::detail {
+
+std::string status_name(CUresult status) {
+  const char* name = nullptr;
+  driver().cuGetErrorName(status, &name);
+  return name ? name : std::to_string(static_cast<int>(status));
+}
+
+}  // namespace ferry::detail
