@@ -36,7 +36,8 @@
 //   executor when the handler has none), through asio::post, or, for an io_context's own executor, run
 //   by the engine's keep-awake task on one of its threads (README, "Keeping the handler's io_context
 //   awake"); never the initiating thread inside the initiating call, never an engine thread. Work is
-//   tracked on the engine's executor and on the handler's until the handler has run.
+//   tracked on the engine's executor until the handler is handed to its executor, and on the
+//   handler's until it has run.
 // - Memory: an op's state comes from the global allocator, not the handler's associated allocator; the
 //   engine holds it until the GPU is done with the op's memory, which can be after the handler has run
 //   (Asio asks that associated-allocator memory be freed before the handler is invoked).

@@ -34,9 +34,10 @@ class handler_completion final : public completion, public pending_handlers::ent
 
  public:
   // `io_executor`: the engine's (the I/O executor, also the handler's when it has none of its own).
-  // Work is counted on both until the handler has run, as Asio's own operations do, so that neither
-  // io_context's run() returns while the op is pending; once when both are of one execution context
-  // (the common case: each count is an atomic write to the scheduler's busiest line). `spin`: how long
+  // Work is counted on both, as Asio's own operations do, so that neither io_context's run() returns
+  // while the op is pending; once when both are of one execution context (the common case: each count
+  // is an atomic write to the scheduler's busiest line). The I/O executor's count ends when the handler
+  // is handed to its executor, the handler's own after it has run. `spin`: how long
   // the handler's io_context is kept awake without activity (zero: not at all).
   handler_completion(Handler handler, const boost::asio::any_io_executor& io_executor, Deliver deliver,
                      std::chrono::microseconds spin)
@@ -99,10 +100,13 @@ class handler_completion final : public completion, public pending_handlers::ent
     std::lock_guard lock(registry_->mutex);
     // Gone from the registry: the context shut down and destroyed the handler already.
     if (!registry_->unlink(this)) return;
-    bound_handler run{std::move(*handler_), std::move(*work_), std::move(io_work_), std::move(deliver_), error, bytes};
+    bound_handler run{std::move(*handler_), std::move(*work_), std::move(deliver_), error, bytes};
     handler_.reset();
     work_.reset();
-    io_work_.reset();
+    // The I/O executor's work ends once the handler is handed to its own executor, as Asio's operations
+    // release theirs: not after the handler has run, since by then its owner may have destroyed that
+    // io_context (a handler that wakes a thread which tears down the engine and its io_context).
+    const auto release_io_work = [this] { io_work_.reset(); };
     // A kept-awake thread of the handler's io_context waiting in a keep_awake turn runs it there, without
     // a trip through the scheduler (a plain io_context executor only: a strand's handlers must go
     // through the strand).
@@ -114,12 +118,15 @@ class handler_completion final : public completion, public pending_handlers::ent
         (void)item.release();
         stage_trace::mark(stage_trace::stage::handed_to_mailbox);
         registry_->handed_over.fetch_add(1, std::memory_order_relaxed);
+        release_io_work();
         return;
       }
       post_counted([item = std::move(item)] { item->run(); });  // the turn ended meanwhile
+      release_io_work();
       return;
     }
     post_counted(std::move(run));
+    release_io_work();
   }
 
   // The handler with its result, as it is posted or handed to a keep_awake turn.
@@ -130,15 +137,12 @@ class handler_completion final : public completion, public pending_handlers::ent
   struct bound_handler {
     Handler handler;
     work_type work;
-    std::optional<io_work_type> io_work;
     Deliver deliver;
     boost::system::error_code error;
     std::size_t bytes;
     void operator()() {
       stage_trace::mark(stage_trace::stage::handler_runs);
       deliver(std::move(handler), error, bytes);
-      // Released after the handler has run: the I/O executor's run() does not return before it.
-      io_work.reset();
     }
   };
 
