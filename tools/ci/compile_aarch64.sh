@@ -8,8 +8,9 @@
 # the sources Bazel generates (kernels' fatbin_data.cc, a byte array written by embed_fatbin.sh).
 # The flags are those of the Bazel build (-c opt): its toolchain's warning and optimization flags,
 # then FERRY_COPTS (read from tools/bazel/ferry.bzl, -Werror included), with its include paths: the
-# repo root, api/ (as a system include, like Bazel's `includes`), the CUDA toolkit's headers and
-# Boost's. -O2 rather than -fsyntax-only, at about twice the cost: GCC's warnings from inlining
+# repo root, api/ (as a system include, like Bazel's `includes`), the CUDA toolkit's headers, Boost's
+# and UCX's (engine/remote: the headers `tools/ferry setup` unpacks into .ucx/ cover every architecture
+# UCX builds for, aarch64 included). -O2 rather than -fsyntax-only, at about twice the cost: GCC's warnings from inlining
 # (-Wmismatched-new-delete, -Wstringop-*, -Warray-bounds) differ between x86-64 and aarch64, and with
 # -Werror each of them breaks the build on an Arm host.
 # Ends with one line:
@@ -26,6 +27,9 @@ command -v "$cxx" >/dev/null 2>&1 ||
   { echo "compile_aarch64: $cxx not found (tools/ferry setup installs g++-aarch64-linux-gnu)" >&2; exit 1; }
 [[ -f "$cuda_include/cuda.h" ]] || { echo "compile_aarch64: no $cuda_include/cuda.h (set CUDA_PATH)" >&2; exit 1; }
 [[ -d /usr/include/boost ]] || { echo "compile_aarch64: no /usr/include/boost (libboost1.81-dev)" >&2; exit 1; }
+ucx_include=.ucx/libucx/include
+[[ -f "$ucx_include/ucp/api/ucp.h" ]] ||
+  { echo "compile_aarch64: no $ucx_include/ucp/api/ucp.h (tools/ferry setup fetches UCX)" >&2; exit 1; }
 
 # One list of warning flags for both architectures: the one the Bazel build uses.
 mapfile -t copts < <(sed -n '/^FERRY_COPTS = \[/,/^\]/p' tools/bazel/ferry.bzl | grep -o '"[^"]*"' | tr -d '"')
@@ -45,7 +49,7 @@ ln -s /usr/include/boost "$work/include/boost"
 toolchain=(-U_FORTIFY_SOURCE -fstack-protector -Wall -Wunused-but-set-parameter -Wno-free-nonheap-object
            -fno-omit-frame-pointer -O2 -D_FORTIFY_SOURCE=1 -DNDEBUG)
 flags=("${toolchain[@]}" "${copts[@]}" -c -o /dev/null --sysroot="$work/sysroot"
-       -iquote . -isystem api -isystem "$cuda_include" -isystem "$work/include")
+       -iquote . -isystem api -isystem "$cuda_include" -isystem "$ucx_include" -isystem "$work/include")
 mapfile -t sources < <(find api engine examples/pipeline_server -name '*.cc' -type f | LC_ALL=C sort)
 ((${#sources[@]})) || { echo "compile_aarch64: no sources found" >&2; exit 1; }
 # Largest first, so that no long compile starts last while the other cores sit idle.
