@@ -1,6 +1,7 @@
 // ferry::remote::registration and worker::register_memory: memory mapped into the worker's UCX context,
 // and descriptors of it.
 #include <stdexcept>
+#include <string>
 #include <system_error>
 
 #include "engine/remote/worker_core.hpp"
@@ -98,6 +99,18 @@ registration worker::register_device(std::uint64_t address, std::size_t bytes) {
   if (ferry::active_backend() == ferry::backend::sim) {
     throw std::invalid_argument("ferry::remote::worker::register_memory: device memory on the sim backend is not "
                                 "host-addressable, so UCX cannot reach it: register host memory there");
+  }
+  // Without a CUDA transport, UCX closes its CUDA memory domain and takes device memory for host memory
+  // (and fails on it with no word of why).
+  ucp_context_attr_t attributes{};
+  attributes.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+  if (ucp_context_query(core_->context(), &attributes) == UCS_OK &&
+      (attributes.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) == 0) {
+    const std::string& chosen = core_->options().transports;
+    throw std::invalid_argument(
+        "ferry::remote::worker::register_memory: device memory, but the worker's transports (" +
+        (chosen.empty() ? std::string("UCX's own choice") : "\"" + chosen + "\"") +
+        ") reach none: name cuda_copy or cuda_ipc in worker_options::transports");
   }
   return registration(map(core_, address, bytes, memory_kind::device));
 }

@@ -1,20 +1,24 @@
 // ferry::remote with device memory, two processes on one GPU: device to device (cuda_ipc) and host to
 // device (cuda_copy). The sim's device memory is not host-addressable, so UCX cannot move it there: on
 // the sim backend these cases are skipped (failure_test pins the refusal).
+#include <boost/asio/io_context.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <cstdlib>
+#include <stdexcept>
 
 #include "ferry/buffers.hpp"
 #include "ferry/marshal.hpp"
 #include "ferry/remote.hpp"
 #include "tests/remote/peer_process.hpp"
 #include "tests/support/device_fixture.hpp"
+#include "tests/support/expect_error.hpp"
 
 using boost::system::error_code;
 using ferry::remote::memory_kind;
 using ferry::testing::check_same;
 using ferry::testing::connected_peer;
+using ferry::testing::expect_error;
 using ferry::testing::peer_bytes;
 using ferry::testing::random_bytes;
 using ferry::testing::run_until;
@@ -94,6 +98,14 @@ BOOST_FIXTURE_TEST_CASE(host_to_device_put_and_get_between_two_processes, ferry:
   run_until(pair.io, [&] { return got; });
   const auto filled = random_bytes(peer_bytes, 42);
   check_same(before, std::span(filled).first(65536), "the peer's untouched bytes");
+}
+
+BOOST_FIXTURE_TEST_CASE(device_memory_needs_a_cuda_transport, ferry::testing::device_fixture, *only_on_cuda()) {
+  boost::asio::io_context io;
+  ferry::remote::worker worker(io.get_executor(), ferry::remote::worker_options{"tcp,sm,self"});
+  auto memory = ferry::device_buffer<std::byte>::allocate(4096);
+  expect_error<std::invalid_argument>([&] { (void)worker.register_memory(memory.get(), 4096); },
+                                      {"register_memory", "device memory", "\"tcp,sm,self\"", "cuda_copy or cuda_ipc"});
 }
 
 BOOST_AUTO_TEST_SUITE_END()

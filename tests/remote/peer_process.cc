@@ -27,7 +27,10 @@ connected_peer::connected_peer(std::uint64_t seed, std::size_t bytes, remote::me
     endpoint = std::move(connected);
     accepted = true;
   });
-  run_until(io, [&] { return accepted; });
+  // A peer that fails before it connects (its own error is on stderr) ends the wait at once.
+  run_until(io, [&] { return accepted || peer.ended().has_value(); });
+  BOOST_REQUIRE_MESSAGE(accepted, "the peer process ended (wait status " << peer.ended().value_or(0)
+                                                                         << ") before it connected");
   std::vector<std::byte> about(4096);
   std::optional<std::size_t> received;
   endpoint.async_receive(about, [&](boost::system::error_code error, std::size_t bytes) {

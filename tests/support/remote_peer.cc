@@ -10,12 +10,14 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <optional>
 #include <stdexcept>
+#include <string_view>
 #include <vector>
 
 #include "ferry/buffers.hpp"
@@ -125,9 +127,14 @@ peer_process::peer_process(unsigned short port, std::uint64_t seed, std::size_t 
       "FERRY_REMOTE_BYTES=" + std::to_string(bytes),
       "FERRY_REMOTE_KIND=" + std::to_string(static_cast<int>(kind)),
   };
+  // Everything else is inherited, FERRY_REMOTE_TLS and FERRY_REMOTE_POLLING included: both processes
+  // must offer the same transports (a peer without CUDA's cannot register device memory at all).
+  const std::vector<std::string> own(settings.begin(), settings.end());
+  const auto name_of = [](std::string_view setting) { return setting.substr(0, setting.find('=')); };
   for (char** entry = environ; *entry != nullptr; ++entry) {
-    if (std::string_view(*entry).starts_with("FERRY_REMOTE_")) continue;
-    settings.emplace_back(*entry);
+    const bool replaced = std::any_of(own.begin(), own.end(),
+                                      [&](const std::string& mine) { return name_of(mine) == name_of(*entry); });
+    if (!replaced) settings.emplace_back(*entry);
   }
   std::vector<char*> environment;
   for (auto& setting : settings) environment.push_back(setting.data());
@@ -149,10 +156,22 @@ void peer_process::kill() {
   if (pid_ > 0) ::kill(pid_, SIGKILL);
 }
 
+std::optional<int> peer_process::ended() {
+  int status = 0;
+  if (pid_ > 0 && ::waitpid(pid_, &status, WNOHANG) == pid_) {
+    pid_ = -1;
+    ended_ = status;
+  }
+  return ended_;
+}
+
 int peer_process::wait() {
   int status = 0;
-  if (pid_ > 0 && ::waitpid(pid_, &status, 0) == pid_) pid_ = -1;
-  return status;
+  if (pid_ > 0 && ::waitpid(pid_, &status, 0) == pid_) {
+    pid_ = -1;
+    ended_ = status;
+  }
+  return ended_.value_or(status);
 }
 
 }  // namespace ferry::testing

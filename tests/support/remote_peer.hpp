@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "ferry/remote.hpp"
@@ -33,9 +34,12 @@ class peer_process {
   void kill();
   // The peer's exit status (waits for it).
   int wait();
+  // The peer's exit status if it has ended, without waiting.
+  std::optional<int> ended();
 
  private:
   pid_t pid_ = -1;
+  std::optional<int> ended_;
 };
 
 }  // namespace ferry::testing
