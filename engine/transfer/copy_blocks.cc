@@ -2,6 +2,7 @@
 // blocks is checked at a cost far below the copy's: a block whose range lies in the allocation found for
 // an earlier block asks the driver nothing (KV-cache blocks live in a few large allocations).
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -68,15 +69,50 @@ class host_regions {
   std::vector<std::uintptr_t> regions_;
 };
 
+std::uintptr_t written_begin(const checked_block& b, bool to_device) { return to_device ? b.device : b.host; }
+
+// The common list (KV-cache pages) writes equal-sized blocks into slots of a grid, in any order: true when
+// every written range is one slot of such a grid and no slot is written twice, found in one pass over a
+// bitmap of the slots. False when the list is no dense grid, or names a slot twice: then the sort below
+// decides, and names the blocks. (Sorting is most of a long list's checks: several times this pass.)
+bool written_slots_distinct(const std::vector<checked_block>& blocks, bool to_device) {
+  std::size_t size = 0;
+  std::size_t written = 0;
+  std::uintptr_t lowest = UINTPTR_MAX;
+  std::uintptr_t highest = 0;
+  for (const checked_block& b : blocks) {
+    if (b.bytes == 0) continue;
+    if (size == 0) size = b.bytes;
+    if (b.bytes != size) return false;
+    ++written;
+    lowest = std::min(lowest, written_begin(b, to_device));
+    highest = std::max(highest, written_begin(b, to_device));
+  }
+  if (written < 2) return true;
+  // A sparse grid would make the bitmap cost more than the sort.
+  const std::uintptr_t slots = (highest - lowest) / size + 1;
+  if (slots > 4 * written + 64) return false;
+  std::vector<bool> taken(slots);
+  for (const checked_block& b : blocks) {
+    if (b.bytes == 0) continue;
+    const std::uintptr_t offset = written_begin(b, to_device) - lowest;
+    if (offset % size != 0 || taken[offset / size]) return false;
+    taken[offset / size] = true;
+  }
+  return true;
+}
+
 // The written ranges (the device's for a poke, the host's for a peek) must not overlap: the blocks move
-// at once, and which of two overlapping writes lands would be chance. Sorted as bare [begin, end) pairs
-// (the sort is most of a long list's checks); the blocks are looked up only for the message.
+// at once, and which of two overlapping writes lands would be chance. A grid of slots is checked in one
+// pass; other lists are sorted as bare [begin, end) pairs, and the blocks are looked up only for the
+// message.
 void check_written_ranges_disjoint(std::string_view operation, const std::vector<checked_block>& blocks,
                                    bool to_device) {
+  if (written_slots_distinct(blocks, to_device)) return;
   std::vector<std::pair<std::uintptr_t, std::uintptr_t>> ranges;
   ranges.reserve(blocks.size());
   for (const checked_block& b : blocks) {
-    const std::uintptr_t begin = to_device ? b.device : b.host;
+    const std::uintptr_t begin = written_begin(b, to_device);
     if (b.bytes > 0) ranges.emplace_back(begin, begin + b.bytes);
   }
   std::sort(ranges.begin(), ranges.end());
@@ -85,7 +121,7 @@ void check_written_ranges_disjoint(std::string_view operation, const std::vector
     // The two blocks whose ranges these are, in list order.
     std::vector<std::size_t> found;
     for (std::size_t i = 0; i < blocks.size() && found.size() < 2; ++i) {
-      const std::uintptr_t begin = to_device ? blocks[i].device : blocks[i].host;
+      const std::uintptr_t begin = written_begin(blocks[i], to_device);
       if (blocks[i].bytes > 0 && ((begin == ranges[k - 1].first && begin + blocks[i].bytes == ranges[k - 1].second) ||
                                   (begin == ranges[k].first && begin + blocks[i].bytes == ranges[k].second))) {
         found.push_back(i);
@@ -93,7 +129,7 @@ void check_written_ranges_disjoint(std::string_view operation, const std::vector
     }
     const char* side = to_device ? "device" : "host";
     const auto range_of = [&](std::size_t i) {
-      const std::uintptr_t begin = to_device ? blocks[i].device : blocks[i].host;
+      const std::uintptr_t begin = written_begin(blocks[i], to_device);
       return block_argument(i, side) + " [" + hex(begin) + ", " + hex(begin + blocks[i].bytes) + ")";
     };
     throw_invalid_argument(operation, range_of(found.at(0)) + " and " + range_of(found.at(1)) +

@@ -293,6 +293,13 @@ BOOST_AUTO_TEST_CASE(bad_blocks_are_refused_naming_the_block_before_anything_mov
   ferry::testing::expect_error<std::invalid_argument>(
       [&] { gpu->poke_blocks(overlapping, asio::use_future); },
       {"engine::poke_blocks: blocks[1].device [", "and blocks[2].device [", "overlap; the blocks' destinations may not overlap"});
+  // Equal blocks on a grid of slots, out of order, one slot named twice.
+  const std::vector<pinned_block> slot_twice{{piece(0, 10), area.get() + 20}, {piece(10, 10), area.get()},
+                                             {piece(20, 10), area.get() + 30}, {piece(30, 10), area.get() + 20},
+                                             {piece(40, 10), area.get() + 10}};
+  ferry::testing::expect_error<std::invalid_argument>(
+      [&] { gpu->poke_blocks(slot_twice, asio::use_future); },
+      {"engine::poke_blocks: blocks[0].device [", "and blocks[3].device [", "overlap; the blocks' destinations may not overlap"});
   const std::vector<pinned_block> past_the_end{{piece(0, 10), area.get()}, {piece(10, 20), area.get() + 990}};
   ferry::testing::expect_error<std::invalid_argument>(
       [&] { gpu->poke_blocks(past_the_end, asio::use_future); },
