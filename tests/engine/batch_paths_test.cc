@@ -16,7 +16,6 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -26,6 +25,7 @@
 #include "ferry/marshal.hpp"
 #include "tests/support/device_fixture.hpp"
 #include "tests/support/expect_error.hpp"
+#include "tests/support/failure_log.hpp"
 #include "tests/support/io_helpers.hpp"
 #include "tests/support/random_bytes.hpp"
 
@@ -46,10 +46,7 @@ struct batch_fixture : ferry::testing::device_fixture {
     // Wide enough that back-to-back submissions count as concurrent even under a sanitizer's slowdown.
     options.batch_window = std::chrono::milliseconds(10);
     options.batch_most_copies = 32;
-    options.on_failure = [this](const std::string& message) {
-      std::lock_guard lock(mutex);
-      failures.push_back(message);
-    };
+    options.on_failure = failures.recorder();
   }
   ~batch_fixture() { gpu.reset(); }
 
@@ -102,16 +99,12 @@ struct batch_fixture : ferry::testing::device_fixture {
     BOOST_TEST(std::equal(values.begin(), values.end(), back));
   }
 
-  std::vector<std::string> failures_seen() {
-    std::lock_guard lock(mutex);
-    return failures;
-  }
+  std::vector<std::string> failures_seen() const { return failures.seen(); }
 
+  ferry::testing::failure_log failures;  // before the engine, which reports to it
   asio::io_context io;
   engine_options options;
   std::unique_ptr<engine> gpu;
-  std::mutex mutex;
-  std::vector<std::string> failures;
 };
 
 pinned_buffer<std::uint32_t> pinned_words() { return pinned_buffer<std::uint32_t>::allocate(copies * words); }

@@ -23,7 +23,6 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <numeric>
 #include <random>
 #include <span>
@@ -35,6 +34,7 @@
 #include "ferry/marshal.hpp"
 #include "tests/support/device_fixture.hpp"
 #include "tests/support/expect_error.hpp"
+#include "tests/support/failure_log.hpp"
 #include "tests/support/io_helpers.hpp"
 #include "tests/support/random_bytes.hpp"
 #include "tests/support/stream_gate.hpp"
@@ -77,10 +77,7 @@ struct layout {
 
 struct block_fixture : ferry::testing::device_fixture {
   block_fixture() {
-    options.on_failure = [this](const std::string& message) {
-      std::lock_guard lock(mutex);
-      failures.push_back(message);
-    };
+    options.on_failure = failures.recorder();
   }
   ~block_fixture() { gpu.reset(); }
 
@@ -143,16 +140,12 @@ struct block_fixture : ferry::testing::device_fixture {
     }
   }
 
-  std::vector<std::string> failures_seen() {
-    std::lock_guard lock(mutex);
-    return failures;
-  }
+  std::vector<std::string> failures_seen() const { return failures.seen(); }
 
+  ferry::testing::failure_log failures;  // before the engine, which reports to it
   asio::io_context io;
   engine_options options;
   std::unique_ptr<engine> gpu;
-  std::mutex mutex;
-  std::vector<std::string> failures;
 };
 
 template <class T>

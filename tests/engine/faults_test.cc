@@ -17,6 +17,7 @@
 #include "engine/driver/sim/control.hpp"
 #include "ferry/marshal.hpp"
 #include "tests/support/device_fixture.hpp"
+#include "tests/support/failure_log.hpp"
 #include "tests/support/io_helpers.hpp"
 #include "tests/support/random_bytes.hpp"
 #include "tests/support/stream_gate.hpp"
@@ -41,19 +42,15 @@ boost::system::error_code error_of(Start start) {
 
 struct engine_fixture : ferry::testing::device_fixture {
   engine_fixture() {
-    options.on_failure = [this](const std::string& message) {
-      std::lock_guard lock(mutex);
-      failures.push_back(message);
-    };
+    options.on_failure = failures.recorder();
     options.staging_chunk_bytes = 64 << 10;
     options.staging_chunks = 2;
     gpu = std::make_unique<engine>(io.get_executor(), options);
   }
   ~engine_fixture() { gpu.reset(); }
+  ferry::testing::failure_log failures;  // before the engine, which reports to it
   asio::io_context io;
   engine_options options;
-  std::mutex mutex;
-  std::vector<std::string> failures;
   std::unique_ptr<engine> gpu;
 };
 
@@ -71,12 +68,10 @@ BOOST_AUTO_TEST_CASE(a_failed_enqueue_completes_that_op_with_its_status_and_the_
   BOOST_TEST(error_of([&](auto done) {
                gpu->poke(pinned_span(host_ptr<const std::uint32_t>(pinned.get()), count), destination.get(), done);
              }) == make_error_code(CUDA_ERROR_INVALID_VALUE));
-  {
-    std::lock_guard lock(mutex);
-    BOOST_REQUIRE(failures.size() == 1u);
-    BOOST_TEST(failures[0].find("engine::poke: 16384 bytes") != std::string::npos, failures[0]);
-    BOOST_TEST(failures[0].find("of device 0 (enqueue): CUDA_ERROR_INVALID_VALUE") != std::string::npos, failures[0]);
-  }
+  const std::vector<std::string> reported = failures.seen();
+  BOOST_REQUIRE(reported.size() == 1u);
+  BOOST_TEST(reported[0].find("engine::poke: 16384 bytes") != std::string::npos, reported[0]);
+  BOOST_TEST(reported[0].find("of device 0 (enqueue): CUDA_ERROR_INVALID_VALUE") != std::string::npos, reported[0]);
   BOOST_TEST(gpu->poke(pinned_span(host_ptr<const std::uint32_t>(pinned.get()), count), destination.get(), asio::use_future).get() ==
              count * 4);
   BOOST_TEST(peek_list_array(count, destination.get()) == values);
