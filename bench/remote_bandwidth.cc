@@ -106,7 +106,8 @@ struct remote_fixture {
       if (error) throw boost::system::system_error(error, "accept");
       endpoint = std::move(connected);
     });
-    run([&] { return endpoint.is_open(); });
+    run([&] { return endpoint.is_open() || peer->ended().has_value(); });
+    if (!endpoint.is_open()) throw std::runtime_error("remote_bandwidth: the peer process ended before it connected");
     std::vector<std::byte> about(4096);
     std::size_t received = 0;
     endpoint.async_receive(about, [&](error_code error, std::size_t bytes) {

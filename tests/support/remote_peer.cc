@@ -67,6 +67,13 @@ int run_peer() {
   bool device = number_from("FERRY_REMOTE_KIND") == static_cast<std::uint64_t>(remote::memory_kind::device);
   int status = 0;
   try {
+    // Current before the worker exists, as in the test's own process: UCX's CUDA transports look for the
+    // current context when the worker opens them.
+    std::optional<ferry::context> context;
+    if (device) {
+      context.emplace(ferry::context::primary(ferry::device::get(0)));
+      context->ref().make_current();
+    }
     boost::asio::io_context io;
     const char* polling = std::getenv("FERRY_REMOTE_POLLING");
     remote::worker worker(io.get_executor(),
@@ -75,12 +82,9 @@ int run_peer() {
                                                                           : remote::progress_mode::events});
     std::vector<std::byte> host(bytes);
     fill_random(std::span(host), seed);
-    std::optional<ferry::context> context;
     std::optional<ferry::device_buffer<std::byte>> on_device;
     remote::registration memory;
     if (device) {
-      context.emplace(ferry::context::primary(ferry::device::get(0)));
-      context->ref().make_current();
       on_device.emplace(ferry::device_buffer<std::byte>::allocate(bytes));
       ferry::poke_array(bytes, host.data(), on_device->get());
       memory = worker.register_memory(on_device->get(), bytes);
