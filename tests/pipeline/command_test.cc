@@ -1,5 +1,6 @@
 // The pipeline_server command (examples/pipeline_server/command.hpp) in a child process: it prints where
-// it listens, serves, and on SIGTERM with a request in flight finishes that request, then exits 0.
+// it listens, serves, and on SIGTERM with a request in flight finishes that request, then exits 0; flags
+// it cannot run with end it with a message naming the flag and the value.
 // The child is forked before this process touches the driver (no fixture here), so that the child owns
 // its own CUDA state, as the real command does.
 #include "examples/pipeline_server/command.hpp"
@@ -15,6 +16,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "tests/pipeline/client.hpp"
 #include "tests/support/random_bytes.hpp"
@@ -30,6 +32,46 @@ std::string next_line(int fd) {
   char c;
   while (read(fd, &c, 1) == 1 && c != '\n') line += c;
   return line;
+}
+
+struct finished_child {
+  int exit_status = -1;
+  std::string errors;  // what it wrote to stderr
+};
+
+// The command with `flags`, in a child whose stderr comes back here, until it exits.
+finished_child run_in_child(std::vector<std::string> flags) {
+  int err[2];
+  BOOST_REQUIRE_EQUAL(pipe(err), 0);
+  std::cout.flush();
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  BOOST_REQUIRE_GE(child, 0);
+  if (child == 0) {
+    close(err[0]);
+    dup2(err[1], STDERR_FILENO);
+    flags.insert(flags.begin(), "pipeline_server");
+    std::vector<char*> argv;
+    for (std::string& flag : flags) argv.push_back(flag.data());
+    argv.push_back(nullptr);
+    int status = 1;
+    try {
+      status = ferry::pipeline::run_command(static_cast<int>(flags.size()), argv.data(), std::cout);
+    } catch (const std::exception& error) {
+      std::cerr << "pipeline_server: " << error.what() << "\n";  // as main() reports it
+    }
+    std::cerr.flush();
+    _exit(status);
+  }
+  close(err[1]);
+  finished_child done;
+  char c;
+  while (read(err[0], &c, 1) == 1) done.errors += c;
+  close(err[0]);
+  int status = 0;
+  BOOST_REQUIRE_EQUAL(waitpid(child, &status, 0), child);
+  if (WIFEXITED(status)) done.exit_status = WEXITSTATUS(status);
+  return done;
 }
 
 boost::asio::ip::tcp::endpoint loopback(const std::string& port) {
@@ -105,4 +147,29 @@ BOOST_AUTO_TEST_CASE(sigterm_finishes_the_request_in_flight_and_exits_0) {
   close(out[0]);
   BOOST_CHECK_MESSAGE(rest.find("pipeline_server: signal 15, shutting down") != std::string::npos, rest);
   BOOST_CHECK_MESSAGE(rest.find("pipeline_server: stopped") != std::string::npos, rest);
+}
+
+BOOST_AUTO_TEST_CASE(stage_flags_it_cannot_run_with_are_named_with_their_values) {
+  struct refusal {
+    std::vector<std::string> flags;
+    int exit_status;
+    std::vector<std::string> named;
+  };
+  const refusal refusals[] = {
+      {{"--next-stage", "localhost"}, 2, {"--next-stage", "localhost", "HOST:PORT"}},
+      {{"--next-stage", "127.0.0.1:http"}, 2, {"--next-stage", "127.0.0.1:http", "port"}},
+      {{"--stage-slots", "0"}, 2, {"--stage-slots 0"}},
+      {{"--stage-memory", "disk"}, 2, {"--stage-memory", "disk", "device or host"}},
+      // Well formed, but nothing listens there: the server's start fails, as main() reports it.
+      {{"--next-stage", "127.0.0.1:1"}, 1, {"--next-stage 127.0.0.1:1", "cannot be reached"}},
+  };
+  for (const refusal& r : refusals) {
+    const finished_child done = run_in_child(r.flags);
+    BOOST_CHECK_MESSAGE(done.exit_status == r.exit_status,
+                        r.flags[0] << " " << r.flags[1] << ": exit status " << done.exit_status << ", " << done.errors);
+    for (const std::string& part : r.named) {
+      BOOST_CHECK_MESSAGE(done.errors.find(part) != std::string::npos,
+                          r.flags[0] << " " << r.flags[1] << ": \"" << part << "\" not in: " << done.errors);
+    }
+  }
 }
