@@ -103,8 +103,10 @@ next_stage::next_stage(settings s, remote::endpoint e, remote::descriptor window
   for (std::size_t i = slots_; i-- > 0;) free_slots_.push_back(static_cast<std::uint32_t>(i));
 }
 
-void next_stage::start(asio::any_io_executor executor) {
-  asio::co_spawn(asio::make_strand(executor), [self = shared_from_this()] { return self->read_answers(); },
+void next_stage::start(asio::io_context& io) {
+  // A strand of the io_context's own executor, not of an any_io_executor: that one would be kept in a
+  // shared wrapper whose reference count ThreadSanitizer cannot follow (it releases through a fence).
+  asio::co_spawn(asio::make_strand(io), [self = shared_from_this()] { return self->read_answers(); },
                  asio::detached);
 }
 

@@ -49,9 +49,9 @@ class next_stage : public std::enable_shared_from_this<next_stage> {
   // be reached in time or announces a window it cannot use; the messages name --next-stage and its value.
   static std::shared_ptr<next_stage> connect(remote::worker& worker, boost::asio::io_context& io, settings s);
 
-  // Starts the reader of answers on a strand of `executor`. It ends when the endpoint fails or closes
-  // (the worker's destruction closes it).
-  void start(boost::asio::any_io_executor executor);
+  // Starts the reader of answers on a strand of `io`. It ends when the endpoint fails or closes (the
+  // worker's destruction closes it).
+  void start(boost::asio::io_context& io);
 
   remote::memory_kind window_kind() const noexcept { return window_.kind(); }
   // Why forwards fail, or nothing while the next stage is there.

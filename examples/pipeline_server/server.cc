@@ -144,8 +144,8 @@ server::server(server_options options, const stage_factory& make_stage)
   }
   asio::co_spawn(control_, accept_loop(), asio::detached);
   asio::co_spawn(control_, metrics_loop(), asio::detached);
-  if (stage_listener_) stage_listener_->start(control_, io_.get_executor());
-  if (next_stage_) next_stage_->start(io_.get_executor());
+  if (stage_listener_) stage_listener_->start(control_, io_);
+  if (next_stage_) next_stage_->start(io_);
   for (std::size_t i = 0; i < options_.io_threads; ++i) {
     threads_.emplace_back([this] {
       // Kernel launches and stream creation happen on these threads, in the stage's context.

@@ -53,8 +53,8 @@ stage_listener::stage_listener(remote::worker& worker, gpu_stage& stage, lane_po
       settings_(s),
       slot_bytes_(checksum_offset(s.max_payload_bytes) + checksum_slot_bytes) {}
 
-void stage_listener::start(asio::any_io_executor control, asio::any_io_executor io) {
-  io_ = std::move(io);
+void stage_listener::start(asio::any_io_executor control, asio::io_context& io) {
+  io_ = &io;
   asio::co_spawn(control, accept_loop(), asio::detached);
 }
 
@@ -70,7 +70,7 @@ asio::awaitable<void> stage_listener::accept_loop() {
     } catch (const std::exception&) {
       continue;  // no memory for its window: its endpoint closes, and the previous stage sees it
     }
-    asio::co_spawn(asio::make_strand(io_), serve(std::move(w)), asio::detached);
+    asio::co_spawn(asio::make_strand(*io_), serve(std::move(w)), asio::detached);
   }
 }
 
@@ -113,7 +113,7 @@ asio::awaitable<void> stage_listener::serve(std::shared_ptr<window> w) {
       co_await w->endpoint.async_send(refusal, awaitable_tuple);
       continue;
     }
-    asio::co_spawn(asio::make_strand(io_), answer(w, *message), asio::detached);
+    asio::co_spawn(asio::make_strand(*io_), answer(w, *message), asio::detached);
   }
 }
 

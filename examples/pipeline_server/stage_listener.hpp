@@ -12,6 +12,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -39,8 +40,9 @@ class stage_listener {
   stage_listener(remote::worker& worker, gpu_stage& stage, lane_pool& lanes, buffer_pool& pool, settings s);
 
   // Accepts previous stages on `control` (a strand, the one stop() is called on); serves each on a
-  // strand of `io`, in a thread where the stage's context is current.
-  void start(boost::asio::any_io_executor control, boost::asio::any_io_executor io);
+  // strand of `io` (whose threads have the stage's context current). Strands of the io_context's own
+  // executor, as next_stage.cc says why.
+  void start(boost::asio::any_io_executor control, boost::asio::io_context& io);
   // On the control strand: accepts no more. The caller then destroys the worker, which closes the
   // listener and every previous stage's endpoint (their loops end; forwards being checksummed finish).
   void stop() noexcept { stopped_ = true; }
@@ -63,7 +65,7 @@ class stage_listener {
   buffer_pool& pool_;
   const settings settings_;
   const std::size_t slot_bytes_;
-  boost::asio::any_io_executor io_;
+  boost::asio::io_context* io_ = nullptr;
   bool stopped_ = false;  // on the control strand
 };
 
