@@ -35,6 +35,34 @@ std::string next_line(int fd) {
   return line;
 }
 
+// Forks, the child's `stream` (STDOUT_FILENO, STDERR_FILENO) going into a pipe whose read end this
+// process gets in `from_child`. Returns what fork() returns.
+pid_t fork_into_pipe(int stream, int& from_child) {
+  int ends[2];
+  BOOST_REQUIRE_EQUAL(pipe(ends), 0);
+  std::cout.flush();  // or the child would write the test runner's buffered output too
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  BOOST_REQUIRE_GE(child, 0);
+  if (child == 0) {
+    close(ends[0]);
+    dup2(ends[1], stream);
+    return 0;
+  }
+  close(ends[1]);
+  from_child = ends[0];
+  return child;
+}
+
+// Everything the child writes until it closes its end; then this end is closed.
+std::string read_to_end(int fd) {
+  std::string text;
+  char c;
+  while (read(fd, &c, 1) == 1) text += c;
+  close(fd);
+  return text;
+}
+
 struct finished_child {
   int exit_status = -1;
   std::string errors;  // what it wrote to stderr
@@ -45,15 +73,9 @@ struct finished_child {
 // refused flag ends it through exit(), which a forked copy of this test could not run cleanly.
 finished_child run_server_with(const std::vector<std::string>& flags) {
   const std::string program = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "pipeline_server_on_sim";
-  int err[2];
-  BOOST_REQUIRE_EQUAL(pipe(err), 0);
-  std::cout.flush();
-  std::fflush(nullptr);
-  const pid_t child = fork();
-  BOOST_REQUIRE_GE(child, 0);
+  int errors = -1;
+  const pid_t child = fork_into_pipe(STDERR_FILENO, errors);
   if (child == 0) {
-    close(err[0]);
-    dup2(err[1], STDERR_FILENO);
     std::vector<std::string> words = {program};
     words.insert(words.end(), flags.begin(), flags.end());
     std::vector<char*> argv;
@@ -63,11 +85,8 @@ finished_child run_server_with(const std::vector<std::string>& flags) {
     execv(program.c_str(), argv.data());
     _exit(127);
   }
-  close(err[1]);
   finished_child done;
-  char c;
-  while (read(err[0], &c, 1) == 1) done.errors += c;
-  close(err[0]);
+  done.errors = read_to_end(errors);
   int status = 0;
   BOOST_REQUIRE_EQUAL(waitpid(child, &status, 0), child);
   if (WIFEXITED(status)) done.exit_status = WEXITSTATUS(status);
@@ -81,15 +100,9 @@ boost::asio::ip::tcp::endpoint loopback(const std::string& port) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(sigterm_finishes_the_request_in_flight_and_exits_0) {
-  int out[2];
-  BOOST_REQUIRE_EQUAL(pipe(out), 0);
-  std::cout.flush();  // or the child would write the test runner's buffered output too
-  std::fflush(nullptr);
-  const pid_t child = fork();
-  BOOST_REQUIRE_GE(child, 0);
+  int out = -1;
+  const pid_t child = fork_into_pipe(STDOUT_FILENO, out);
   if (child == 0) {
-    close(out[0]);
-    dup2(out[1], STDOUT_FILENO);
     char name[] = "pipeline_server";
     char flag[] = "--io-threads";
     char value[] = "2";
@@ -103,8 +116,7 @@ BOOST_AUTO_TEST_CASE(sigterm_finishes_the_request_in_flight_and_exits_0) {
     std::cout.flush();
     _exit(status);
   }
-  close(out[1]);
-  const std::string line = next_line(out[0]);
+  const std::string line = next_line(out);
   std::smatch ports;
   BOOST_REQUIRE_MESSAGE(std::regex_search(line, ports, std::regex("listening on 127\\.0\\.0\\.1:([0-9]+), metrics on "
                                                                   "http://127\\.0\\.0\\.1:([0-9]+)/metrics")),
@@ -141,10 +153,7 @@ BOOST_AUTO_TEST_CASE(sigterm_finishes_the_request_in_flight_and_exits_0) {
   BOOST_REQUIRE_EQUAL(waitpid(child, &status, 0), child);
   BOOST_CHECK(WIFEXITED(status));
   BOOST_CHECK_EQUAL(WEXITSTATUS(status), 0);
-  std::string rest;
-  char c2;
-  while (read(out[0], &c2, 1) == 1) rest += c2;
-  close(out[0]);
+  const std::string rest = read_to_end(out);
   BOOST_CHECK_MESSAGE(rest.find("pipeline_server: signal 15, shutting down") != std::string::npos, rest);
   BOOST_CHECK_MESSAGE(rest.find("pipeline_server: stopped") != std::string::npos, rest);
 }
