@@ -1,8 +1,9 @@
 // The pipeline server's load generator: N connections, each sending requests one after another (a
 // fixed count, or until a duration has passed) with payload sizes fixed or spread log-uniformly over a
 // range, and checking every reply: status, length, every byte of the result against the transform
-// computed here (examples/pipeline_server/kernels/transform.hpp), and the checksum. Reports throughput
-// and latency percentiles.
+// computed here (examples/pipeline_server/kernels/transform.hpp), and the checksum. With `forward` the
+// requests are forwards instead of transforms (stage to stage): their replies carry no body, and their
+// checksum must be that of the transformed payload. Reports throughput and latency percentiles.
 #pragma once
 
 #include <boost/asio/ip/tcp.hpp>
@@ -23,6 +24,7 @@ struct load_options {
   std::size_t min_bytes = 4096;  // min == max: every payload has that size
   std::size_t max_bytes = std::size_t{64} << 20;
   std::size_t checksum_every = 8;  // every Nth request asks for the checksum only (0: none do)
+  bool forward = false;            // the others are forwards (to the server's next stage), not transforms
   std::size_t threads = 4;         // client io threads (they also check the replies)
   std::uint64_t seed = 1;
   std::string label = "load";  // the progress line's name; empty: no progress line
@@ -31,12 +33,16 @@ struct load_options {
 struct load_report {
   std::size_t requests = 0;       // answered and checked
   std::uint64_t bytes = 0;        // payload bytes sent plus result bytes received
+  std::uint64_t payload_bytes = 0;  // payload bytes sent (what two servers in a row carry end to end)
   double seconds = 0;
   std::vector<double> latencies;  // seconds per request, sorted
   std::size_t failures = 0;       // wrong replies, error replies, broken connections
   std::vector<std::string> failure_messages;  // the first few
 
   double gigabytes_per_second() const { return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0; }
+  double payload_gigabytes_per_second() const {
+    return seconds > 0 ? static_cast<double>(payload_bytes) / seconds / 1e9 : 0;
+  }
   double requests_per_second() const { return seconds > 0 ? static_cast<double>(requests) / seconds : 0; }
   double latency_percentile(double p) const;  // seconds; 0 when there are no samples
 };

@@ -8,6 +8,10 @@
 // Defaults are the H200 configuration (64 connections, 4 KiB to 64 MiB, 45 s per server: about 100 s in
 // all with the setup); on sim they shrink (8 connections, 4 KiB to 1 MiB, 5 s) so a CI machine can run it.
 // `pipeline_load --connect HOST:PORT` drives a pipeline_server that is already running instead.
+// `pipeline_load --stage-to-stage` runs two ferry servers in a row instead (the first forwards every
+// payload, transformed, to the second over ferry::remote; the second checksums it) against one server
+// answering transform, and writes <out>/<machine>-stage-to-stage.json: payload GB/s and latency end to
+// end, the ratio being the two stages' speed over the single server's.
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -43,6 +47,7 @@ struct settings {
   }();
   std::size_t server_io_threads = 4;
   std::size_t baseline_threads = 8;  // as many workers as a thread-pool server would give its GPU calls
+  bool stage_to_stage = false;
 };
 
 constexpr const char* summary =
@@ -70,10 +75,16 @@ settings parse(int argc, char** argv, bool on_sim) {
       .number("max-bytes", s.load.max_bytes, "largest payload (sizes spread log-uniformly in between)")
       .number("client-threads", s.load.threads, "client io threads (they also check every reply)")
       .number("server-threads", s.server_io_threads, "io threads of each server started here")
-      .number("baseline-threads", s.baseline_threads, "workers of the thread-pool baseline's GPU step");
+      .number("baseline-threads", s.baseline_threads, "workers of the thread-pool baseline's GPU step")
+      .switch_flag("stage-to-stage", s.stage_to_stage,
+                   "two ferry servers in a row (forward) against one (transform) instead of ferry against the "
+                   "baseline (report: <out>/<machine>-stage-to-stage.{json,md})");
   command.parse_or_exit(argc, argv, std::cout);
   if (!s.connect.empty() && s.connect.rfind(':') == std::string::npos) {
     command.exit_with_usage_error("--connect: '" + s.connect + "' is not HOST:PORT");
+  }
+  if (!s.connect.empty() && s.stage_to_stage) {
+    command.exit_with_usage_error("--connect and --stage-to-stage: the stages are started here, not connected to");
   }
   return s;
 }
@@ -119,16 +130,25 @@ int drive_running_server(const settings& s) {
   return 0;
 }
 
-load_report drive(const settings& s, const server::stage_factory& make_stage, const std::string& label) {
+server::stage_factory ferry_stages() {
+  return [](boost::asio::any_io_executor executor) {
+    return std::make_unique<ferry_stage>(std::move(executor), ferry_stage::options{});
+  };
+}
+
+server_options options_for(const settings& s) {
   server_options options;
   options.io_threads = s.server_io_threads;
   options.max_payload_bytes = std::max<std::size_t>(s.load.max_bytes, 1);
   // Room for the 64 connections' buffers in use and many idle ones, so that buffers are reused rather
-  // than freed and made again (the same budget for both servers).
+  // than freed and made again (the same budget for every server).
   options.memory_budget_bytes = std::max<std::size_t>(std::size_t{4} << 30, buffer_pool::class_of(s.load.max_bytes));
   options.request_deadline = std::chrono::seconds(60);
-  server srv(options, make_stage);
-  load_options load = s.load;
+  return options;
+}
+
+// `load` (its server set here) on `srv` until done, then the server's metrics and its shutdown.
+load_report drive(server& srv, load_options load, const std::string& label) {
   load.server = srv.endpoint();
   load.label = label;
   load_report report = run_load(load);
@@ -138,6 +158,11 @@ load_report drive(const settings& s, const server::stage_factory& make_stage, co
   srv.wait();
   require_clean(label, report);
   return report;
+}
+
+load_report drive(const settings& s, const server::stage_factory& make_stage, const std::string& label) {
+  server srv(options_for(s), make_stage);
+  return drive(srv, s.load, label);
 }
 
 // A figure where higher is better (a rate), in the harness's terms: the time each side takes for the
@@ -150,6 +175,38 @@ bench::result rate(const std::string& name, double ferry_amount_per_second, doub
 
 bench::result latency(const std::string& name, const load_report& f, const load_report& b, double p) {
   return {name, 0, f.latency_percentile(p), b.latency_percentile(p), 1, 1, ""};
+}
+
+// Two ferry servers in a row, the second on an ephemeral stage port of loopback and the first's next
+// stage, driven with forward; then one server driven with transform, the same load otherwise (no
+// checksum requests in either, so that every request crosses the whole pipeline). Rows of payload
+// GB/s and latency, the ratio being the two stages' over the single server's.
+std::vector<bench::result> stage_to_stage(const settings& s) {
+  load_options load = s.load;
+  load.checksum_every = 0;
+  load_report two_stages;
+  {
+    server_options second = options_for(s);
+    second.stage_port = 0;
+    server next(second, ferry_stages());
+    server_options first = options_for(s);
+    first.next_stage = "127.0.0.1:" + std::to_string(next.stage_port());
+    server srv(first, ferry_stages());
+    load.forward = true;
+    two_stages = drive(srv, load, "pipeline stage to stage");
+    std::cout << next.metrics_text() << std::flush;
+  }
+  load.forward = false;
+  server single(options_for(s), ferry_stages());
+  const load_report one = drive(single, load, "pipeline single server");
+  std::cout << "stage to stage / single server: payload " << two_stages.payload_gigabytes_per_second() << " / "
+            << one.payload_gigabytes_per_second() << " GB/s\n";
+  return {
+      rate("pipeline_stage_to_stage_throughput", two_stages.payload_gigabytes_per_second() * 1e9,
+           one.payload_gigabytes_per_second() * 1e9, two_stages.payload_bytes),
+      latency("pipeline_stage_to_stage_latency_p50", two_stages, one, 0.5),
+      latency("pipeline_stage_to_stage_latency_p99", two_stages, one, 0.99),
+  };
 }
 
 }  // namespace
@@ -165,9 +222,15 @@ int main(int argc, char** argv) try {
             << s.load.connections << " connections, payloads " << s.load.min_bytes << " to " << s.load.max_bytes
             << " bytes, " << s.load.duration.count() / 1000.0 << " s per server\n";
 
-  const load_report with_ferry = drive(s, [](boost::asio::any_io_executor executor) {
-    return std::make_unique<ferry_stage>(std::move(executor), ferry_stage::options{});
-  }, "pipeline ferry");
+  const std::string machine = bench::machine_name(s.output, backend_name, gpu_device.name());
+  if (s.stage_to_stage) {
+    const std::vector<bench::result> results = stage_to_stage(s);
+    bench::write_report(results, s.output.out_dir, machine + "-stage-to-stage", gpu_device.name(), backend_name);
+    std::cout << "stage to stage / single server: throughput " << results[0].ratio() << "x, p99 latency "
+              << results[2].ratio() << "x (above 1: the two stages better)\n";
+    return 0;
+  }
+  const load_report with_ferry = drive(s, ferry_stages(), "pipeline ferry");
   const load_report baseline = drive(s, [&](boost::asio::any_io_executor) {
     return std::make_unique<thread_pool_stage>(primary, s.baseline_threads);
   }, "pipeline thread-pool baseline");
@@ -182,7 +245,6 @@ int main(int argc, char** argv) try {
       latency(prefix + "_latency_p99", with_ferry, baseline, 0.99),
       latency(prefix + "_latency_p999", with_ferry, baseline, 0.999),
   };
-  const std::string machine = bench::machine_name(s.output, backend_name, gpu_device.name());
   bench::write_report(results, s.output.out_dir, machine + "-pipeline", gpu_device.name(), backend_name);
   std::cout << "ferry / baseline: throughput " << results[0].ratio() << "x, p99 latency " << results[3].ratio()
             << "x (above 1: ferry better)\n";

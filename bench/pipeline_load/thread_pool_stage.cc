@@ -37,7 +37,19 @@ class thread_pool_lane final : public gpu_lane {
     co_return outcome;
   }
 
+  // The baseline is the single server of the comparison: it is never given a next stage, nor one before it.
+  asio::awaitable<stage_outcome> transform_for_next_stage(staging_pair&, std::size_t, bool, deadline&) override {
+    co_return cannot_forward();
+  }
+  asio::awaitable<stage_outcome> checksum_slot(const window_slot&, std::size_t, staging_pair*, deadline&) override {
+    co_return cannot_forward();
+  }
+
  private:
+  static stage_outcome cannot_forward() {
+    return {status::gpu_error, "the thread-pool baseline does not run in stage-to-stage mode", 0};
+  }
+
   thread_pool_stage& stage_;
 };
 

@@ -22,6 +22,8 @@ constexpr const char* summary =
 
 server_options parse(int argc, char** argv, std::ostream& out) {
   server_options o;
+  unsigned short stage_port = 0;
+  std::string stage_memory;
   tools::command_line command("pipeline_server", summary);
   command.text("address", o.address, "the IP address both ports listen on")
       .number("port", o.port, "the request port (0: an ephemeral one, printed at start)")
@@ -36,8 +38,23 @@ server_options parse(int argc, char** argv, std::ostream& out) {
       .number("io-threads", o.io_threads, "threads serving the sockets")
       .number("max-connections", o.max_connections, "connections served at once; more are answered busy")
       .number("gpu-lanes", o.gpu_lanes, "GPU streams shared by all connections")
-      .number("payload-prefix", o.payload_prefix_bytes, "payload bytes that must arrive before buffers are leased");
+      .number("payload-prefix", o.payload_prefix_bytes, "payload bytes that must arrive before buffers are leased")
+      .number("stage-port", stage_port, "the port previous stages connect to (0: none)")
+      .text("next-stage", o.next_stage, "HOST:PORT of the next stage's stage port (forward hands payloads on to it)")
+      .number("stage-slots", o.stage_slots, "buffers in flight to the next stage; slots of each previous stage's window")
+      .text("stage-transports", o.stage_transports,
+            "UCX transports of the stage links (empty: cuda_ipc,cuda_copy,tcp,sm,self on cuda, tcp,sm,self on sim)")
+      .text("stage-memory", stage_memory, "memory of the stage windows: device or host (empty: device on cuda, host on sim)");
   command.parse_or_exit(argc, argv, out);
+  if (stage_port != 0) o.stage_port = stage_port;
+  // The forms the server would refuse too, named here by their flags.
+  try {
+    if (!stage_memory.empty()) o.stage_memory = parse_memory_kind(stage_memory, "--stage-memory");
+    if (!o.next_stage.empty()) (void)split_host_port(o.next_stage, "--next-stage");
+  } catch (const std::invalid_argument& error) {
+    command.exit_with_usage_error(error.what());
+  }
+  if (o.stage_slots == 0) command.exit_with_usage_error("--stage-slots 0: at least one slot is needed");
   return o;
 }
 
@@ -52,7 +69,10 @@ int run_command(int argc, char** argv, std::ostream& out) {
     return std::make_unique<ferry_stage>(std::move(executor), ferry_stage::options{});
   });
   out << "pipeline_server on the " << ferry::to_string(ferry::active_backend()) << " backend: listening on "
-      << s.endpoint() << ", metrics on http://" << s.metrics_endpoint() << "/metrics" << std::endl;
+      << s.endpoint() << ", metrics on http://" << s.metrics_endpoint() << "/metrics";
+  if (s.stage_port() != 0) out << ", stage port " << s.stage_port();
+  if (!options.next_stage.empty()) out << ", next stage " << options.next_stage;
+  out << std::endl;
   signals.async_wait([&](boost::system::error_code error, int signal) {
     if (error) return;
     out << "pipeline_server: signal " << signal << ", shutting down (grace " << options.shutdown_grace.count()

@@ -18,6 +18,7 @@
 #include "examples/pipeline_server/protocol.hpp"
 #include "ferry/context.hpp"
 #include "ferry/engine_options.hpp"
+#include "ferry/pointers.hpp"
 
 namespace ferry::pipeline {
 
@@ -25,6 +26,14 @@ struct stage_outcome {
   pipeline::status status = status::ok;
   std::string message;  // why, when status is not ok
   std::uint64_t checksum = 0;
+};
+
+// Where the bytes of a forward lie on the next stage: a slot of its window (stage_protocol.hpp), in host
+// memory or in device memory of the stage's context (one of the two is set), with room for the checksum
+// word at checksum_offset(bytes) after the data.
+struct window_slot {
+  std::uint8_t* host = nullptr;
+  device_ptr<std::uint8_t> device;
 };
 
 // A way to the GPU (ferry's stage: a stream), lent by the server's lane_pool to one request at a time.
@@ -37,6 +46,18 @@ class gpu_lane {
   // can and reports deadline_exceeded; it never returns while the GPU may still touch the pair.
   virtual boost::asio::awaitable<stage_outcome> run(operation op, staging_pair& pair, std::size_t bytes,
                                                     deadline& limit) = 0;
+  // Operation forward on the previous stage: transforms the first `bytes` bytes of pair.host as run()
+  // does for transform, leaving the result in pair.device, and in pair.host too when `result_to_host`
+  // (the next stage's window is host memory, so the put goes from there). As run() otherwise; a stage
+  // that cannot forward answers gpu_error saying so.
+  virtual boost::asio::awaitable<stage_outcome> transform_for_next_stage(staging_pair& pair, std::size_t bytes,
+                                                                         bool result_to_host, deadline& limit) = 0;
+  // On the next stage: the checksum of the `bytes` bytes in `slot` (the kernel's checksum_only mode),
+  // reading nothing else of the data. A device slot is summed where it lies (the checksum word is the
+  // slot's own, after the data); a host slot is first poked into `scratch`'s device buffer (a pair of at
+  // least the class of `bytes`, which must then be given). As run() for the deadline.
+  virtual boost::asio::awaitable<stage_outcome> checksum_slot(const window_slot& slot, std::size_t bytes,
+                                                              staging_pair* scratch, deadline& limit) = 0;
 };
 
 class gpu_stage {

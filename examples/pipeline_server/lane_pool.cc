@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 #include "ferry/context.hpp"
 
@@ -132,6 +133,19 @@ asio::awaitable<lane_loan> lane_pool::borrow(asio::cancellation_slot cancel, std
     give_back(std::move(handed));  // given up after all: to the next waiter, outside the lock
     co_return lane_loan{};
   }
+}
+
+asio::awaitable<std::pair<lane_loan, stage_outcome>> borrow_within(lane_pool& lanes, deadline& limit) {
+  std::string failure;
+  try {
+    lane_loan lane = co_await lanes.borrow(limit.slot(), [&limit] { return limit.expired(); });
+    if (lane) co_return std::pair{std::move(lane), stage_outcome{}};
+  } catch (const std::exception& error) {  // no stream could be made: nothing is held
+    failure = error.what();
+  }
+  if (!failure.empty()) co_return std::pair{lane_loan{}, stage_outcome{status::gpu_error, "no GPU lane for the request: " + failure, 0}};
+  co_return std::pair{lane_loan{},
+                      stage_outcome{status::deadline_exceeded, "the request's deadline passed while it waited for a GPU lane", 0}};
 }
 
 }  // namespace ferry::pipeline

@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "examples/pipeline_server/gpu_stage.hpp"
@@ -89,5 +90,9 @@ class lane_pool {
   std::vector<std::unique_ptr<gpu_lane>> idle_;
   std::deque<std::shared_ptr<waiter>> waiters_;
 };
+
+// A lane for one step under `limit` (its deadline ends the wait), or none and the outcome that says why:
+// gpu_error when no stream could be made, deadline_exceeded when the deadline passed first.
+boost::asio::awaitable<std::pair<lane_loan, stage_outcome>> borrow_within(lane_pool& lanes, deadline& limit);
 
 }  // namespace ferry::pipeline

@@ -58,13 +58,15 @@ std::string_view to_string(error_kind kind) noexcept {
     case error_kind::gpu_error: return "gpu_error";
     case error_kind::shutting_down: return "shutting_down";
     case error_kind::header_timeout: return "header_timeout";
+    case error_kind::no_next_stage: return "no_next_stage";
+    case error_kind::next_stage_failed: return "next_stage_failed";
     case error_kind::count: break;
   }
   return "unknown";
 }
 
 void server_metrics::record_request(operation op, status outcome, std::chrono::steady_clock::duration latency) noexcept {
-  const std::size_t o = op == operation::transform ? 0 : 1;
+  const std::size_t o = static_cast<std::size_t>(op) - 1;
   const std::size_t s = std::min<std::size_t>(static_cast<std::size_t>(outcome), statuses - 1);
   requests_[o * statuses + s].fetch_add(1);
   const double seconds = std::chrono::duration<double>(latency).count();
@@ -77,7 +79,9 @@ void server_metrics::record_request(operation op, status outcome, std::chrono::s
 
 std::uint64_t server_metrics::requests(status outcome) const noexcept {
   const auto s = static_cast<std::size_t>(outcome);
-  return requests_[s].load() + requests_[statuses + s].load();
+  std::uint64_t total = 0;
+  for (std::size_t o = 0; o < operations; ++o) total += requests_[o * statuses + s].load();
+  return total;
 }
 
 std::string server_metrics::render(std::string_view stage, const buffer_pool::occupancy& memory,
@@ -89,8 +93,9 @@ std::string server_metrics::render(std::string_view stage, const buffer_pool::oc
       << "# TYPE pipeline_requests_total counter\n";
   for (std::size_t o = 0; o < operations; ++o) {
     for (std::size_t s = 0; s < statuses; ++s) {
+      if (static_cast<status>(s) == status::busy) continue;
       out << "pipeline_requests_total{" << label << ",operation=\""
-          << to_string(o == 0 ? operation::transform : operation::checksum) << "\",status=\""
+          << to_string(static_cast<operation>(o + 1)) << "\",status=\""
           << to_string(static_cast<status>(s)) << "\"} " << requests_[o * statuses + s].load() << "\n";
     }
   }

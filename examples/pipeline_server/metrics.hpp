@@ -30,6 +30,8 @@ enum class error_kind : std::size_t {
   gpu_error,
   shutting_down,      // a request arrived after the shutdown began and was not run
   header_timeout,     // no whole request header within the header deadline: the connection was closed
+  no_next_stage,      // a forward to a server without a next stage
+  next_stage_failed,  // a forward whose next stage was gone or answered an error
   count,
 };
 std::string_view to_string(error_kind kind) noexcept;
@@ -66,9 +68,9 @@ class server_metrics {
                      const std::optional<ferry::plan_counts>& plans) const;
 
  private:
-  // Statuses a request can end with (busy answers a connection, never a request).
-  static constexpr std::size_t statuses = 8;
-  static constexpr std::size_t operations = 2;
+  // Statuses by value, up to the last one (busy answers a connection, never a request: not rendered).
+  static constexpr std::size_t statuses = static_cast<std::size_t>(status::next_stage_failed) + 1;
+  static constexpr std::size_t operations = static_cast<std::size_t>(operation::forward);  // numbered from 1
   std::array<std::atomic<std::uint64_t>, statuses * operations> requests_{};
   std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(error_kind::count)> errors_{};
   std::array<std::atomic<std::uint64_t>, latency_bounds.size() + 1> latency_buckets_{};  // not cumulative

@@ -1,30 +1,17 @@
 #include "examples/pipeline_server/protocol.hpp"
 
-#include <bit>
-#include <cstring>
+#include "examples/pipeline_server/wire_integers.hpp"
 
 namespace ferry::pipeline {
-namespace {
 
-static_assert(std::endian::native == std::endian::little, "the protocol's integers are copied as they lie");
-
-template <class T>
-void put(std::byte* out, T value) noexcept {
-  std::memcpy(out, &value, sizeof value);
-}
-template <class T>
-T get(const std::byte* in) noexcept {
-  T value;
-  std::memcpy(&value, in, sizeof value);
-  return value;
-}
-
-}  // namespace
+using wire::get;
+using wire::put;
 
 std::string_view to_string(operation op) noexcept {
   switch (op) {
     case operation::transform: return "transform";
     case operation::checksum: return "checksum";
+    case operation::forward: return "forward";
   }
   return "unknown";
 }
@@ -40,6 +27,8 @@ std::string_view to_string(status s) noexcept {
     case status::gpu_error: return "gpu_error";
     case status::shutting_down: return "shutting_down";
     case status::busy: return "busy";
+    case status::no_next_stage: return "no_next_stage";
+    case status::next_stage_failed: return "next_stage_failed";
   }
   return "unknown";
 }
@@ -74,6 +63,7 @@ reply_header decode_reply(std::span<const std::byte, reply_header_bytes> bytes) 
 std::optional<operation> known_operation(std::uint32_t value) noexcept {
   if (value == static_cast<std::uint32_t>(operation::transform)) return operation::transform;
   if (value == static_cast<std::uint32_t>(operation::checksum)) return operation::checksum;
+  if (value == static_cast<std::uint32_t>(operation::forward)) return operation::forward;
   return std::nullopt;
 }
 

@@ -6,7 +6,10 @@
 //
 // Operations: transform (1): the body of an ok reply is the payload transformed (kernels/transform.hpp)
 // and the checksum is that of the result; checksum (2): the body is empty and the checksum is that of the
-// payload. A reply whose status is not ok carries a message in its body (UTF-8, no terminator) and checksum 0.
+// payload; forward (3): the payload is transformed here and handed to the server's next stage, which
+// checksums it: the body is empty and the checksum is that of the transformed payload (the value
+// transform reports), as the next stage computed it. A reply whose status is not ok carries a message in
+// its body (UTF-8, no terminator) and checksum 0.
 #pragma once
 
 #include <array>
@@ -27,6 +30,7 @@ inline constexpr std::size_t reply_header_bytes = 24;
 enum class operation : std::uint32_t {
   transform = 1,
   checksum = 2,
+  forward = 3,  // transform here, checksum on the next stage (stage_protocol.hpp)
 };
 
 enum class status : std::uint32_t {
@@ -39,6 +43,8 @@ enum class status : std::uint32_t {
   gpu_error = 6,          // the GPU step failed (the message names the driver status)
   shutting_down = 7,      // the server stopped before the request could run; then closed
   busy = 8,               // the server serves its maximum of connections: sent instead of serving one; then closed
+  no_next_stage = 9,      // forward on a server without a next stage
+  next_stage_failed = 10,  // forward: the next stage is gone or answered an error (the message says which)
 };
 
 std::string_view to_string(operation op) noexcept;

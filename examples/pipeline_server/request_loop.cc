@@ -12,6 +12,7 @@
 
 #include "examples/pipeline_server/awaitable_tuple.hpp"
 #include "examples/pipeline_server/deadline.hpp"
+#include "examples/pipeline_server/next_stage.hpp"
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
@@ -21,7 +22,8 @@ namespace {
 
 // What a status means for the connection: bad input and failures of the connection itself end it.
 bool closes_connection(status s) {
-  return s != status::ok && s != status::deadline_exceeded && s != status::gpu_error;
+  return s != status::ok && s != status::deadline_exceeded && s != status::gpu_error && s != status::no_next_stage &&
+         s != status::next_stage_failed;
 }
 
 error_kind kind_of(status s) {
@@ -32,6 +34,8 @@ error_kind kind_of(status s) {
     case status::truncated: return error_kind::truncated;
     case status::deadline_exceeded: return error_kind::deadline_exceeded;
     case status::shutting_down: return error_kind::shutting_down;
+    case status::no_next_stage: return error_kind::no_next_stage;
+    case status::next_stage_failed: return error_kind::next_stage_failed;
     default: return error_kind::gpu_error;
   }
 }
@@ -149,7 +153,7 @@ asio::awaitable<std::optional<operation>> server::request_loop::check(const requ
   const std::optional<operation> op = known_operation(header.operation);
   if (!op) {
     co_await error_reply(status::unknown_operation, "unknown operation " + std::to_string(header.operation) +
-                                                        " (known: 1 transform, 2 checksum)");
+                                                        " (known: 1 transform, 2 checksum, 3 forward)");
     co_return std::nullopt;
   }
   if (header.length > owner_.options_.max_payload_bytes) {
@@ -228,27 +232,41 @@ asio::awaitable<void> server::request_loop::payload_failed(request& r, boost::sy
 }
 
 // A lane is borrowed for the GPU step only, and given back when this returns: the reply's write, however
-// slow, holds no lane.
+// slow, holds no lane. A forward gives its lane back before it waits for the next stage.
 asio::awaitable<stage_outcome> server::request_loop::run_on_gpu(request& r) {
-  lane_loan lane;
-  std::string lane_failure;
-  try {
-    lane = co_await owner_.lanes_->borrow(r.limit.slot(), [&r] { return r.limit.expired(); });
-  } catch (const std::exception& error) {  // no stream could be made: nothing is held
-    lane_failure = error.what();
+  const std::shared_ptr<next_stage>& next = owner_.next_stage_;
+  if (r.op == operation::forward) {
+    if (!next) {
+      co_return stage_outcome{status::no_next_stage, "this server has no next stage (--next-stage) to forward to", 0};
+    }
+    if (auto why = next->failure()) co_return stage_outcome{status::next_stage_failed, *why, 0};
   }
-  if (!lane_failure.empty()) {
-    co_return stage_outcome{status::gpu_error, "no GPU lane for the request: " + lane_failure, 0};
-  }
-  if (!lane) {
-    co_return stage_outcome{status::deadline_exceeded,
-                            "the request's deadline passed while it waited for a GPU lane", 0};
-  }
+  const bool window_on_host = next && next->window_kind() == remote::memory_kind::host;
   stage_outcome outcome;
+  {
+    std::pair<lane_loan, stage_outcome> borrowed = co_await borrow_within(*owner_.lanes_, r.limit);
+    if (!borrowed.first) co_return std::move(borrowed.second);
+    gpu_lane& lane = *borrowed.first;
+    try {
+      // Not a co_await in each arm of a conditional expression: GCC 12 destroys the result twice.
+      if (r.op == operation::forward) {
+        outcome = co_await lane.transform_for_next_stage(r.lease.pair(), r.bytes, window_on_host, r.limit);
+      } else {
+        outcome = co_await lane.run(r.op, r.lease.pair(), r.bytes, r.limit);
+      }
+    } catch (const std::exception& error) {  // thrown before anything reached the GPU
+      outcome = {status::gpu_error, std::string("the GPU step could not start: ") + error.what(), 0};
+    }
+  }
+  if (r.op != operation::forward || outcome.status != status::ok) co_return outcome;
+  staging_pair& pair = r.lease.pair();
+  const remote::local_bytes result =
+      window_on_host ? remote::local_bytes(std::as_bytes(std::span<const std::uint8_t>(pair.host.get(), r.bytes)))
+                     : remote::local_bytes(pair.device.get(), r.bytes);
   try {
-    outcome = co_await lane->run(r.op, r.lease.pair(), r.bytes, r.limit);
-  } catch (const std::exception& error) {  // thrown before anything reached the GPU
-    outcome = {status::gpu_error, std::string("the GPU step could not start: ") + error.what(), 0};
+    outcome = co_await next->forward(result, r.limit);
+  } catch (const std::exception& error) {  // refused before anything was sent
+    outcome = {status::next_stage_failed, std::string("the put to the next stage could not start: ") + error.what(), 0};
   }
   co_return outcome;
 }

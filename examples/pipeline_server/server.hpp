@@ -13,6 +13,11 @@
 //   connections stop reading instead of allocating.
 // - GPU lanes (streams): a lane_pool of gpu_lanes lanes shared by all connections; a request borrows one
 //   for its GPU step only, waiting asynchronously when all are busy.
+// Stage to stage (README "Stage to stage"): with a stage port, previous stages connect over
+// ferry::remote and hand this server transformed payloads to checksum (stage_listener.hpp); with a next
+// stage, operation forward transforms a payload here and hands it on (next_stage.hpp). One UCX worker
+// serves both, on the server's io_context; it goes when the shutdown has no connection left to wait for.
+//
 // Bad input (a bad magic, an unknown operation, a length over the maximum, a frame cut short) gets an
 // error reply and the connection is closed; a client that breaks the connection or does not read its
 // replies (write deadline) loses its connection. Nothing it held stays held: the lease and the lane are
@@ -31,14 +36,17 @@
 #include <functional>
 #include <list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "examples/pipeline_server/buffer_pool.hpp"
 #include "examples/pipeline_server/gpu_stage.hpp"
 #include "examples/pipeline_server/lane_pool.hpp"
 #include "examples/pipeline_server/metrics.hpp"
+#include "ferry/remote.hpp"
 
 namespace ferry::pipeline {
 
@@ -65,7 +73,35 @@ struct server_options {
   // request leases its buffers: at most this much per connection is held for a client that sends a
   // header and no payload, instead of a lease of the announced length.
   std::size_t payload_prefix_bytes = std::size_t{64} << 10;
+
+  // Stage to stage. The port previous stages connect to (nothing: none; 0: an ephemeral one, which
+  // server::stage_port() tells); each gets a window of stage_slots slots of max_payload_bytes.
+  std::optional<unsigned short> stage_port;
+  // HOST:PORT of the next stage's stage port; empty: none, and forward answers no_next_stage.
+  std::string next_stage;
+  // Forwards in flight to the next stage at most; and the slots of each previous stage's window.
+  std::size_t stage_slots = 8;
+  // UCX's transports for the stage links; empty: default_stage_transports().
+  std::string stage_transports;
+  // The memory of the windows previous stages put into; nothing: default_stage_memory().
+  std::optional<remote::memory_kind> stage_memory;
+  // For connecting to the next stage and receiving its window, at start.
+  std::chrono::milliseconds next_stage_connect_limit{5000};
 };
+
+// The backend's defaults: on cuda, device memory reached over cuda_ipc and cuda_copy (and the host
+// transports); on sim host memory (its device memory is not host-addressable, so UCX cannot reach it)
+// over tcp, sm and self.
+std::string default_stage_transports();
+remote::memory_kind default_stage_memory();
+// "device" or "host"; std::invalid_argument naming `option` and the value otherwise.
+remote::memory_kind parse_memory_kind(const std::string& text, const std::string& option);
+// HOST:PORT (HOST a name or an address, [v6] in brackets) split in two; std::invalid_argument naming
+// `option` and the value when it is not of that form or the port is not 1 to 65535.
+std::pair<std::string, unsigned short> split_host_port(const std::string& host_port, const std::string& option);
+
+class next_stage;
+class stage_listener;
 
 class server {
  public:
@@ -82,6 +118,8 @@ class server {
 
   boost::asio::ip::tcp::endpoint endpoint() const { return endpoint_; }
   boost::asio::ip::tcp::endpoint metrics_endpoint() const { return metrics_endpoint_; }
+  // The stage port bound (0 without one).
+  unsigned short stage_port() const noexcept { return stage_port_; }
 
   // Graceful stop, from any thread, any number of times: no new connections; idle connections are
   // closed; requests in flight finish and get their replies, up to options.shutdown_grace, after which
@@ -104,12 +142,20 @@ class server {
   boost::asio::awaitable<void> metrics_loop();
   boost::asio::awaitable<void> answer_scrape(boost::asio::ip::tcp::socket socket);
   void close_connections(bool idle_only);
+  void start_stage_links();
+  // On control_: no more previous stages, and the link to the next one closed (the worker goes).
+  void stop_stage_links();
 
   const server_options options_;
   boost::asio::io_context io_;
   std::unique_ptr<gpu_stage> stage_;
   std::unique_ptr<buffer_pool> pool_;
   std::unique_ptr<lane_pool> lanes_;  // after stage_: its lanes are closed before the stage goes
+  // After the pools and the stage, which the stage links use; the worker on io_, before them.
+  std::unique_ptr<remote::worker> stage_worker_;  // reset on control_ by stop_stage_links()
+  std::unique_ptr<stage_listener> stage_listener_;
+  std::shared_ptr<next_stage> next_stage_;
+  unsigned short stage_port_ = 0;
   server_metrics metrics_;
   // Runs the acceptors, the connection list and the grace timer.
   boost::asio::strand<boost::asio::io_context::executor_type> control_;

@@ -1,5 +1,6 @@
 // The pipeline_server command (examples/pipeline_server/command.hpp) in a child process: it prints where
-// it listens, serves, and on SIGTERM with a request in flight finishes that request, then exits 0.
+// it listens, serves, and on SIGTERM with a request in flight finishes that request, then exits 0; flags
+// it cannot run with end it with a message naming the flag and the value.
 // The child is forked before this process touches the driver (no fixture here), so that the child owns
 // its own CUDA state, as the real command does.
 #include "examples/pipeline_server/command.hpp"
@@ -11,10 +12,12 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <regex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "tests/pipeline/client.hpp"
 #include "tests/support/random_bytes.hpp"
@@ -32,6 +35,64 @@ std::string next_line(int fd) {
   return line;
 }
 
+// Forks, the child's `stream` (STDOUT_FILENO, STDERR_FILENO) going into a pipe whose read end this
+// process gets in `from_child`. Returns what fork() returns.
+pid_t fork_into_pipe(int stream, int& from_child) {
+  int ends[2];
+  BOOST_REQUIRE_EQUAL(pipe(ends), 0);
+  std::cout.flush();  // or the child would write the test runner's buffered output too
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  BOOST_REQUIRE_GE(child, 0);
+  if (child == 0) {
+    close(ends[0]);
+    dup2(ends[1], stream);
+    return 0;
+  }
+  close(ends[1]);
+  from_child = ends[0];
+  return child;
+}
+
+// Everything the child writes until it closes its end; then this end is closed.
+std::string read_to_end(int fd) {
+  std::string text;
+  char c;
+  while (read(fd, &c, 1) == 1) text += c;
+  close(fd);
+  return text;
+}
+
+struct finished_child {
+  int exit_status = -1;
+  std::string errors;  // what it wrote to stderr
+};
+
+// pipeline_server (the command linked with the sim: :pipeline_server_on_sim, beside this test) with
+// `flags`, its stderr brought back here, until it exits. A program of its own, as a user runs it: a
+// refused flag ends it through exit(), which a forked copy of this test could not run cleanly.
+finished_child run_server_with(const std::vector<std::string>& flags) {
+  const std::string program = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "pipeline_server_on_sim";
+  int errors = -1;
+  const pid_t child = fork_into_pipe(STDERR_FILENO, errors);
+  if (child == 0) {
+    std::vector<std::string> words = {program};
+    words.insert(words.end(), flags.begin(), flags.end());
+    std::vector<char*> argv;
+    for (std::string& word : words) argv.push_back(word.data());
+    argv.push_back(nullptr);
+    setenv("FERRY_BACKEND", "sim", 1);
+    execv(program.c_str(), argv.data());
+    _exit(127);
+  }
+  finished_child done;
+  done.errors = read_to_end(errors);
+  int status = 0;
+  BOOST_REQUIRE_EQUAL(waitpid(child, &status, 0), child);
+  if (WIFEXITED(status)) done.exit_status = WEXITSTATUS(status);
+  return done;
+}
+
 boost::asio::ip::tcp::endpoint loopback(const std::string& port) {
   return {boost::asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(std::stoi(port))};
 }
@@ -39,15 +100,9 @@ boost::asio::ip::tcp::endpoint loopback(const std::string& port) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(sigterm_finishes_the_request_in_flight_and_exits_0) {
-  int out[2];
-  BOOST_REQUIRE_EQUAL(pipe(out), 0);
-  std::cout.flush();  // or the child would write the test runner's buffered output too
-  std::fflush(nullptr);
-  const pid_t child = fork();
-  BOOST_REQUIRE_GE(child, 0);
+  int out = -1;
+  const pid_t child = fork_into_pipe(STDOUT_FILENO, out);
   if (child == 0) {
-    close(out[0]);
-    dup2(out[1], STDOUT_FILENO);
     char name[] = "pipeline_server";
     char flag[] = "--io-threads";
     char value[] = "2";
@@ -61,8 +116,7 @@ BOOST_AUTO_TEST_CASE(sigterm_finishes_the_request_in_flight_and_exits_0) {
     std::cout.flush();
     _exit(status);
   }
-  close(out[1]);
-  const std::string line = next_line(out[0]);
+  const std::string line = next_line(out);
   std::smatch ports;
   BOOST_REQUIRE_MESSAGE(std::regex_search(line, ports, std::regex("listening on 127\\.0\\.0\\.1:([0-9]+), metrics on "
                                                                   "http://127\\.0\\.0\\.1:([0-9]+)/metrics")),
@@ -99,10 +153,32 @@ BOOST_AUTO_TEST_CASE(sigterm_finishes_the_request_in_flight_and_exits_0) {
   BOOST_REQUIRE_EQUAL(waitpid(child, &status, 0), child);
   BOOST_CHECK(WIFEXITED(status));
   BOOST_CHECK_EQUAL(WEXITSTATUS(status), 0);
-  std::string rest;
-  char c2;
-  while (read(out[0], &c2, 1) == 1) rest += c2;
-  close(out[0]);
+  const std::string rest = read_to_end(out);
   BOOST_CHECK_MESSAGE(rest.find("pipeline_server: signal 15, shutting down") != std::string::npos, rest);
   BOOST_CHECK_MESSAGE(rest.find("pipeline_server: stopped") != std::string::npos, rest);
+}
+
+BOOST_AUTO_TEST_CASE(stage_flags_it_cannot_run_with_are_named_with_their_values) {
+  struct refusal {
+    std::vector<std::string> flags;
+    int exit_status;
+    std::vector<std::string> named;
+  };
+  const refusal refusals[] = {
+      {{"--next-stage", "localhost"}, 2, {"--next-stage", "localhost", "HOST:PORT"}},
+      {{"--next-stage", "127.0.0.1:http"}, 2, {"--next-stage", "127.0.0.1:http", "port"}},
+      {{"--stage-slots", "0"}, 2, {"--stage-slots 0"}},
+      {{"--stage-memory", "disk"}, 2, {"--stage-memory", "disk", "device or host"}},
+      // Well formed, but nothing listens there: the server's start fails, as main() reports it.
+      {{"--next-stage", "127.0.0.1:1"}, 1, {"--next-stage 127.0.0.1:1", "cannot be reached"}},
+  };
+  for (const refusal& r : refusals) {
+    const finished_child done = run_server_with(r.flags);
+    BOOST_CHECK_MESSAGE(done.exit_status == r.exit_status,
+                        r.flags[0] << " " << r.flags[1] << ": exit status " << done.exit_status << ", " << done.errors);
+    for (const std::string& part : r.named) {
+      BOOST_CHECK_MESSAGE(done.errors.find(part) != std::string::npos,
+                          r.flags[0] << " " << r.flags[1] << ": \"" << part << "\" not in: " << done.errors);
+    }
+  }
 }

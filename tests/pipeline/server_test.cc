@@ -86,6 +86,16 @@ class corrupting_stage final : public pipeline::gpu_stage {
       }
       co_return outcome;
     }
+    boost::asio::awaitable<pipeline::stage_outcome> transform_for_next_stage(pipeline::staging_pair& pair,
+                                                                             std::size_t bytes, bool result_to_host,
+                                                                             pipeline::deadline& limit) override {
+      return inner->transform_for_next_stage(pair, bytes, result_to_host, limit);
+    }
+    boost::asio::awaitable<pipeline::stage_outcome> checksum_slot(const pipeline::window_slot& slot, std::size_t bytes,
+                                                                  pipeline::staging_pair* scratch,
+                                                                  pipeline::deadline& limit) override {
+      return inner->checksum_slot(slot, bytes, scratch, limit);
+    }
     std::unique_ptr<pipeline::gpu_lane> inner;
   };
   pipeline::ferry_stage inner_;

@@ -25,6 +25,7 @@ struct settings {
   unsigned short port = 0;
   double seconds = 1.5;
   std::chrono::milliseconds deadline{250};
+  bool mode = false;
 };
 
 command_line declare(settings& s) {
@@ -33,7 +34,8 @@ command_line declare(settings& s) {
       .number("count", s.count, "a count")
       .number("port", s.port, "a port")
       .number("seconds", s.seconds, "a duration in seconds")
-      .duration<std::chrono::milliseconds>("deadline-ms", s.deadline, "a deadline");
+      .duration<std::chrono::milliseconds>("deadline-ms", s.deadline, "a deadline")
+      .switch_flag("mode", s.mode, "a mode");
   return command;
 }
 
@@ -71,6 +73,16 @@ BOOST_AUTO_TEST_CASE(flags_not_given_keep_their_defaults) {
   parse(s, {"--count", "3"});
   BOOST_TEST(s.name == "default");
   BOOST_TEST(s.deadline.count() == 250);
+  BOOST_TEST(!s.mode);
+}
+
+BOOST_AUTO_TEST_CASE(a_switch_takes_no_value_and_refuses_one) {
+  settings s;
+  parse(s, {"--mode", "--count", "3"});
+  BOOST_TEST(s.mode);
+  BOOST_TEST(s.count == 3u);
+  settings given_a_value;
+  expect_error<usage_error>([&] { parse(given_a_value, {"--mode=yes"}); }, {"mode"});
 }
 
 BOOST_AUTO_TEST_CASE(help_writes_the_usage_with_every_flag_and_default_and_reads_nothing_else) {

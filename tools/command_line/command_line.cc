@@ -49,6 +49,13 @@ command_line& command_line::text(const char* name, std::string& target, const ch
   return declare(name, value, help, target);
 }
 
+command_line& command_line::switch_flag(const char* name, bool& target, const char* help) {
+  auto* value = po::bool_switch()->notifier([&target](bool given) {
+    if (given) target = true;
+  });
+  return declare(name, value, help, "");
+}
+
 command_line& command_line::declare(const char* name, const po::value_semantic* value, const char* help,
                                     const std::string& default_text) {
   std::string description = help;

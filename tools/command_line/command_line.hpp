@@ -30,6 +30,8 @@ class command_line {
   // Declares --name, whose value is written to `target` when given; `target`'s value beforehand is the
   // default that --help shows. A number must be written in digits and fit T (no sign, no wrap-around).
   command_line& text(const char* name, std::string& target, const char* help);
+  // Declares --name without a value (a mode): `target` becomes true when it is given.
+  command_line& switch_flag(const char* name, bool& target, const char* help);
   template <class T>
   command_line& number(const char* name, T& target, const char* help);
   // --name as a count of `Unit` (e.g. std::chrono::milliseconds), stored in any duration type.

@@ -15,6 +15,10 @@ namespace ferry::pipeline::kernels {
 // checksum of the result (the sum the kernel adds to its checksum word).
 std::uint64_t transform_checksum_range(std::byte* data, std::uint64_t bytes, std::uint64_t mode) noexcept;
 
+// The checksum of the `bytes` bytes at `data` once transformed, leaving them alone: what transform
+// reports for them, and what a forward's reply must carry (the next stage sums the transformed bytes).
+std::uint64_t transformed_checksum(const std::byte* data, std::uint64_t bytes) noexcept;
+
 // The kernel on parameters `p`: adds the checksum to the word at p.checksum, as the kernel's atomics do.
 // Device addresses become host memory through `to_host(address, bytes) -> void*`, which throws when
 // [address, address + bytes) is not memory the kernel may touch (ferry::sim::host_address in the twin).
