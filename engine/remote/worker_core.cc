@@ -4,7 +4,6 @@
 
 #include <boost/asio/post.hpp>
 
-#include <chrono>
 #include <random>
 #include <system_error>
 
@@ -176,20 +175,9 @@ void worker_core::pass() {
   pass_posted_ = false;
   if (stopped_) return;
   const cuda_context_scope in_device_context(cuda_context());
-  bool poll = options_.progress == progress_mode::polling ? in_flight_ > 0 : device_in_flight_ > 0;
-  // While polling, a pass that found nothing asks UCX again for a few microseconds before it yields:
-  // each trip through the io_context costs its reactor an epoll_wait, a syscall dearer than a progress
-  // call that finds nothing. The lock is let go between the calls, so that other threads' ops are not
-  // held up by the spin.
-  const auto spin_until = std::chrono::steady_clock::now() + (poll ? polling_spin : std::chrono::microseconds(0));
-  while (ucp_worker_progress(worker_) == 0 && poll && std::chrono::steady_clock::now() < spin_until) {
-    guard.unlock();
-    guard.lock();
-    if (stopped_) return;
-  }
   while (ucp_worker_progress(worker_) != 0) {
   }
-  poll = options_.progress == progress_mode::polling ? in_flight_ > 0 : device_in_flight_ > 0;
+  bool poll = options_.progress == progress_mode::polling ? in_flight_ > 0 : device_in_flight_ > 0;
   if (!poll && !waiting_) {
     ucs_status_t status = ucp_worker_arm(worker_);
     if (status == UCS_OK) {

@@ -14,7 +14,6 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -86,9 +85,6 @@ class worker_core : public std::enable_shared_from_this<worker_core> {
  private:
   void pass();
   void wait_for_events();
-
-  // How long a polling pass keeps asking UCX when it finds nothing, before it yields the executor.
-  static constexpr std::chrono::microseconds polling_spin{20};
 
   boost::asio::any_io_executor executor_;
   worker_options options_;
