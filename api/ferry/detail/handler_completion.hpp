@@ -103,30 +103,11 @@ class handler_completion final : public completion, public pending_handlers::ent
     bound_handler run{std::move(*handler_), std::move(*work_), std::move(deliver_), error, bytes};
     handler_.reset();
     work_.reset();
+    hand_over(std::move(run));
     // The I/O executor's work ends once the handler is handed to its own executor, as Asio's operations
     // release theirs: not after the handler has run, since by then its owner may have destroyed that
     // io_context (a handler that wakes a thread which tears down the engine and its io_context).
-    const auto release_io_work = [this] { io_work_.reset(); };
-    // A kept-awake thread of the handler's io_context waiting in a keep_awake turn runs it there, without
-    // a trip through the scheduler (a plain io_context executor only: a strand's handlers must go
-    // through the strand).
-    if (spare_delivery_ && kept_awake_.load() && registry_->mailbox_open()) {
-      std::unique_ptr<delivery_of> item = std::move(spare_delivery_);
-      item->bound.emplace(std::move(run));
-      item->behind_posted = registry_->posted_not_run.load(std::memory_order_acquire) > 0;
-      if (registry_->try_hand(item.get())) {
-        (void)item.release();
-        stage_trace::mark(stage_trace::stage::handed_to_mailbox);
-        registry_->handed_over.fetch_add(1, std::memory_order_relaxed);
-        release_io_work();
-        return;
-      }
-      post_counted([item = std::move(item)] { item->run(); });  // the turn ended meanwhile
-      release_io_work();
-      return;
-    }
-    post_counted(std::move(run));
-    release_io_work();
+    io_work_.reset();
   }
 
   // The handler with its result, as it is posted or handed to a keep_awake turn.
@@ -158,6 +139,26 @@ class handler_completion final : public completion, public pending_handlers::ent
     void run() override { (*bound)(); }
     std::optional<bound_handler> bound;
   };
+
+  // A kept-awake thread of the handler's io_context waiting in a keep_awake turn runs it there, without
+  // a trip through the scheduler (a plain io_context executor only: a strand's handlers must go through
+  // the strand); else it is posted. Under the registry's lock.
+  void hand_over(bound_handler run) {
+    if (spare_delivery_ && kept_awake_.load() && registry_->mailbox_open()) {
+      std::unique_ptr<delivery_of> item = std::move(spare_delivery_);
+      item->bound.emplace(std::move(run));
+      item->behind_posted = registry_->posted_not_run.load(std::memory_order_acquire) > 0;
+      if (registry_->try_hand(item.get())) {
+        (void)item.release();
+        stage_trace::mark(stage_trace::stage::handed_to_mailbox);
+        registry_->handed_over.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+      post_counted([item = std::move(item)] { item->run(); });  // the turn ended meanwhile
+      return;
+    }
+    post_counted(std::move(run));
+  }
 
   // Counts a posted completion until its handler has run or been destroyed (see keep_awake's order).
   struct counted_post {
