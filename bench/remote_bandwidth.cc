@@ -233,6 +233,10 @@ int main(int argc, char** argv) try {
   // The peer inherits both: the same transports, and polling as ucx_perftest polls.
   setenv("FERRY_REMOTE_TLS", transports.c_str(), 1);
   setenv("FERRY_REMOTE_POLLING", "1", 1);
+  // UCX turns cuda_ipc's get off on a GPU without NVLink (a single GPU has none), and a get of device
+  // memory then goes over TCP; on, both sides get over cuda_ipc, as the put does. Inherited by the peer
+  // and by ucx_perftest; a value already set is kept.
+  if (!sim) setenv("UCX_CUDA_IPC_ENABLE_GET_ZCOPY", "y", 0);
   const auto kind = sim ? remote::memory_kind::host : remote::memory_kind::device;
   const std::string memory = sim ? "host" : "cuda";
   const std::filesystem::path perftest = find_perftest();

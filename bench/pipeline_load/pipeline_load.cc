@@ -8,9 +8,9 @@
 // Defaults are the H200 configuration (64 connections, 4 KiB to 64 MiB, 45 s per server: about 100 s in
 // all with the setup); on sim they shrink (8 connections, 4 KiB to 1 MiB, 5 s) so a CI machine can run it.
 // `pipeline_load --connect HOST:PORT` drives a pipeline_server that is already running instead.
-// `pipeline_load --stage-to-stage` runs two ferry servers in a row instead (the first forwards every
-// payload, transformed, to the second over ferry::remote; the second checksums it) against one server
-// answering transform, and writes <out>/<machine>-stage-to-stage.json: payload GB/s and latency end to
+// `pipeline_load --stage-to-stage` runs two ferry servers in a row instead, the second in a process of
+// its own (the first forwards every payload, transformed, to the second over ferry::remote; the second
+// checksums it), against one server answering transform, and writes <out>/<machine>-stage-to-stage.json: payload GB/s and latency end to
 // end, the ratio being the two stages' speed over the single server's.
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/io_context.hpp>
@@ -20,11 +20,13 @@
 #include <iostream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 #include <thread>
 
 #include "bench/harness/comparison.hpp"
 #include "bench/harness/options.hpp"
 #include "bench/pipeline_load/load_generator.hpp"
+#include "bench/pipeline_load/next_stage_process.hpp"
 #include "bench/pipeline_load/thread_pool_stage.hpp"
 #include "examples/pipeline_server/ferry_stage.hpp"
 #include "examples/pipeline_server/server.hpp"
@@ -48,6 +50,7 @@ struct settings {
   std::size_t server_io_threads = 4;
   std::size_t baseline_threads = 8;  // as many workers as a thread-pool server would give its GPU calls
   bool stage_to_stage = false;
+  bool serve_as_next_stage = false;  // the second stage's process of --stage-to-stage
 };
 
 constexpr const char* summary =
@@ -78,7 +81,11 @@ settings parse(int argc, char** argv, bool on_sim) {
       .number("baseline-threads", s.baseline_threads, "workers of the thread-pool baseline's GPU step")
       .switch_flag("stage-to-stage", s.stage_to_stage,
                    "two ferry servers in a row (forward) against one (transform) instead of ferry against the "
-                   "baseline (report: <out>/<machine>-stage-to-stage.{json,md})");
+                   "baseline (report: <out>/<machine>-stage-to-stage.{json,md}); the second stage runs in a "
+                   "process of its own")
+      .switch_flag("serve-as-next-stage", s.serve_as_next_stage,
+                   "run as the second stage of --stage-to-stage: serve on an ephemeral stage port, print "
+                   "\"stage-port N\", stop when standard input closes");
   command.parse_or_exit(argc, argv, std::cout);
   if (!s.connect.empty() && s.connect.rfind(':') == std::string::npos) {
     command.exit_with_usage_error("--connect: '" + s.connect + "' is not HOST:PORT");
@@ -177,24 +184,41 @@ bench::result latency(const std::string& name, const load_report& f, const load_
   return {name, 0, f.latency_percentile(p), b.latency_percentile(p), 1, 1, ""};
 }
 
-// Two ferry servers in a row, the second on an ephemeral stage port of loopback and the first's next
-// stage, driven with forward; then one server driven with transform, the same load otherwise (no
-// checksum requests in either, so that every request crosses the whole pipeline). Rows of payload
-// GB/s and latency, the ratio being the two stages' over the single server's.
+// The arguments that make this program the second stage of `s`'s --stage-to-stage run.
+std::vector<std::string> next_stage_arguments(const settings& s) {
+  return {"--serve-as-next-stage", "--server-threads", std::to_string(s.server_io_threads), "--max-bytes",
+          std::to_string(s.load.max_bytes)};
+}
+
+// --serve-as-next-stage: a ferry server with a stage port, until the parent closes standard input.
+int serve_as_next_stage(const settings& s) {
+  server_options options = options_for(s);
+  options.stage_port = 0;
+  server next(options, ferry_stages());
+  announce_and_wait(next.stage_port());
+  // Standard output is the parent's announcement pipe: the metrics go to standard error.
+  std::cerr << next.metrics_text() << std::flush;
+  next.shutdown();
+  next.wait();
+  return 0;
+}
+
+// Two ferry servers in a row, the second in a process of its own (next_stage_process.hpp) on an
+// ephemeral stage port of loopback and the first's next stage, driven with forward; then one server
+// driven with transform, the same load otherwise (no checksum requests in either, so that every
+// request crosses the whole pipeline). Rows of payload GB/s and latency, the ratio being the two
+// stages' over the single server's.
 std::vector<bench::result> stage_to_stage(const settings& s) {
   load_options load = s.load;
   load.checksum_every = 0;
   load_report two_stages;
   {
-    server_options second = options_for(s);
-    second.stage_port = 0;
-    server next(second, ferry_stages());
+    next_stage_process next(next_stage_arguments(s));
     server_options first = options_for(s);
     first.next_stage = "127.0.0.1:" + std::to_string(next.stage_port());
     server srv(first, ferry_stages());
     load.forward = true;
     two_stages = drive(srv, load, "pipeline stage to stage");
-    std::cout << next.metrics_text() << std::flush;
   }
   load.forward = false;
   server single(options_for(s), ferry_stages());
@@ -215,6 +239,7 @@ int main(int argc, char** argv) try {
   const bool on_sim = active_backend() == backend::sim;
   const settings s = parse(argc, argv, on_sim);
   if (!s.connect.empty()) return drive_running_server(s);
+  if (s.serve_as_next_stage) return serve_as_next_stage(s);
   const device gpu_device = device::get(0);
   context primary = context::primary(gpu_device);
   const std::string backend_name(to_string(active_backend()));

@@ -244,7 +244,9 @@ BOOST_AUTO_TEST_CASE(the_engine_io_context_keeps_running_until_the_handler_is_ha
            }));
   io.run();  // returns when no work is left on the engine's io_context
   BOOST_TEST(!called.load());
-  BOOST_TEST(handler_io.poll() == 1u);  // the handler was queued there before io.run() returned
+  // The handler was queued there before io.run() returned. (An engine that keeps the handler's
+  // io_context awake, the default on machines with cores to spare, has also posted a keep-awake turn there.)
+  BOOST_TEST(handler_io.poll() >= 1u);
   BOOST_TEST(called.load());
   BOOST_TEST(!result);
   BOOST_TEST(moved == slow_count * 4);
