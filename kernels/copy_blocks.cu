@@ -19,9 +19,7 @@ namespace ferry::detail::kernels {
 namespace {
 
 // Four loads are issued before their four stores, so that each thread keeps four loads in flight
-// instead of waiting out the latency of one load per store. The last round's one to three units are
-// loaded all before their stores too: a 4 KiB block of 128 threads is two 16-byte units per thread,
-// and reading host memory over PCIe, the second load must not wait for the first one's store.
+// instead of waiting out the latency of one load per store.
 template <class Unit>
 __device__ __forceinline__ void copy_units(std::uint64_t source, std::uint64_t destination, std::uint64_t units,
                                            std::uint64_t thread, std::uint64_t threads) {
@@ -38,16 +36,7 @@ __device__ __forceinline__ void copy_units(std::uint64_t source, std::uint64_t d
     to[i + 2 * threads] = c;
     to[i + 3 * threads] = d;
   }
-  if (i >= units) return;
-  const bool second = i + threads < units;
-  const bool third = i + 2 * threads < units;
-  const Unit a = from[i];
-  Unit b{}, c{};
-  if (second) b = from[i + threads];
-  if (third) c = from[i + 2 * threads];
-  to[i] = a;
-  if (second) to[i + threads] = b;
-  if (third) to[i + 2 * threads] = c;
+  for (; i < units; i += threads) to[i] = from[i];
 }
 
 __device__ __forceinline__ void copy_bytes(std::uint64_t source, std::uint64_t destination, std::uint64_t bytes,
