@@ -12,7 +12,8 @@ usage:
       Regenerates every table between a line "<!-- figures:begin NAME -->" and the next line
       "<!-- figures:end -->" in each FILE (default: README.md and docs/performance.md), from the
       JSON files under DIR (default: bench/results). NAME is one of: headline, targets, sweep,
-      fast-paths, engine, blocks, kernel-path, marshal, pipeline, soak (from h200*.json) and peer (h200x2.json); TABLES
+      fast-paths, engine, blocks, kernel-path, marshal, pipeline, stage-to-stage, remote, soak (from
+      h200*.json) and peer (h200x2.json); TABLES
       below says what each holds. With --check nothing is written; the exit status is 1 when a FILE
       is out of date.
 
@@ -126,6 +127,9 @@ TABLES = {
                     "columns": ("with copies beside it", "alone")},
     "marshal": {"source": "h200-marshal.json", "kind": "all"},
     "pipeline": {"source": "h200-pipeline.json", "kind": "all", "columns": ("ferry", "thread-pool baseline")},
+    "stage-to-stage": {"source": "h200-stage-to-stage.json", "kind": "all",
+                       "columns": ("two stages (forward)", "one server (transform)")},
+    "remote": {"source": "h200-remote.json", "kind": "all", "columns": ("ferry::remote", "ucx_perftest")},
     "soak": {"source": "h200-soak.json", "kind": "rows", "columns": ("late third", "early third"),
              "ratio": "early / late",
              "rows": [("soak_rss_MiB", "resident memory"), ("soak_pinned_MiB", "the engine's page-locked memory"),
