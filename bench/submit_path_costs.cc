@@ -10,6 +10,7 @@
 #include <chrono>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "bench/harness/program.hpp"
 #include "bench/submit_path_fixture.hpp"
 #include "engine/async/completion_bridge.hpp"
+#include "ferry/detail/spin_pause.hpp"
 
 namespace asio = boost::asio;
 using namespace ferry;
@@ -42,6 +44,34 @@ double with_spinning_query(const submit_fixture& f, const std::function<double()
   return result;
 }
 
+// Runs `body` while a second thread spins on a word of host memory, pausing between looks, as the
+// completion bridge spins on its flags: no driver call, only a busy core beside the submitting one.
+double with_spinning_reader(const std::function<double()>& body) {
+  std::atomic<bool> stop{false};
+  std::thread spinner([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      for (int i = 0; i < 4; ++i) detail::spin_pause();
+    }
+  });
+  const double result = body();
+  stop = true;
+  spinner.join();
+  return result;
+}
+
+// A page-locked word the GPU can write (as a completion flag is), freed at the end of the row.
+struct mapped_word {
+  explicit mapped_word(const submit_fixture& f) : f(f) {
+    check(f.raw.cuMemHostAlloc(&host, sizeof(std::uint32_t), CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE),
+          "cuMemHostAlloc");
+    check(f.raw.cuMemHostGetDevicePointer(&device, host, 0), "cuMemHostGetDevicePointer");
+  }
+  ~mapped_word() { f.raw.cuMemFreeHost(host); }
+  const submit_fixture& f;
+  void* host = nullptr;
+  CUdeviceptr device = 0;
+};
+
 // The range of the allocation that holds `address`, asked as two attributes.
 void range_of(const submit_fixture& f, CUdeviceptr address) {
   CUdeviceptr base = 0;
@@ -58,6 +88,11 @@ std::vector<row> driver_call_rows(submit_fixture& f) {
   };
   const auto sync = [&] { f.synchronize(); };
   const auto nothing = [] {};
+  const mapped_word flag(f);
+  const auto copy_and_flag = [&](int i) {
+    f.copy(i);
+    f.raw.cuStreamWriteValue32(f.s.get(), flag.device, static_cast<cuuint32_t>(i + 1), 0);
+  };
   return measure_all({
       {"cuMemcpyHtoDAsync 4KiB", [&] { return per_call(copy, sync); }},
       {"cuMemcpyHtoDAsync + cuEventRecord", [&] { return per_call(copy_and_record, sync); }},
@@ -80,6 +115,11 @@ std::vector<row> driver_call_rows(submit_fixture& f) {
            f.raw.cuPointerGetAttributes(2, asked, answers, f.device_base + i);
          }, nothing);
        }},
+      {"cuMemcpyHtoDAsync + cuStreamWriteValue32 (a completion flag)", [&] { return per_call(copy_and_flag, sync); }},
+      {"cuMemcpyHtoDAsync 4KiB, another thread spinning on a host word",
+       [&] { return with_spinning_reader([&] { return per_call(copy, sync); }); }},
+      {"cuMemcpyHtoDAsync + cuStreamWriteValue32, another thread spinning on a host word",
+       [&] { return with_spinning_reader([&] { return per_call(copy_and_flag, sync); }); }},
       {"cuMemcpyHtoDAsync 4KiB, another thread spinning cuEventQuery",
        [&] { return with_spinning_query(f, [&] { return per_call(copy, sync); }); }},
       {"cuMemcpyHtoDAsync + cuEventRecord, another thread spinning cuEventQuery",
@@ -161,15 +201,21 @@ std::vector<row> engine_submit_rows(submit_fixture& f) {
     const char* name;
     completion_policy policy;
     completion_mark marks;
+    std::optional<std::chrono::microseconds> executor_spin;  // empty: the engine's default
   };
-  for (auto [name, policy, marks] :
-       {setting{"engine poke submit (poll)", completion_policy::poll, completion_mark::by_submitter},
-        setting{"engine poke submit (poll, marks by the poller)", completion_policy::poll, completion_mark::by_poller},
-        setting{"engine poke submit (blocking_sync)", completion_policy::blocking_sync, completion_mark::by_submitter}}) {
+  const std::chrono::microseconds not_kept_awake{0};
+  for (auto [name, policy, marks, executor_spin] :
+       {setting{"engine poke submit (poll)", completion_policy::poll, completion_mark::by_submitter, {}},
+        setting{"engine poke submit (poll, the handler's io_context not kept awake)", completion_policy::poll,
+                completion_mark::by_submitter, not_kept_awake},
+        setting{"engine poke submit (poll, marks by the poller)", completion_policy::poll, completion_mark::by_poller, {}},
+        setting{"engine poke submit (blocking_sync)", completion_policy::blocking_sync, completion_mark::by_submitter,
+                {}}}) {
     asio::io_context io(1);
     engine_options engine_options;
     engine_options.policy = policy;
     engine_options.marks = marks;
+    engine_options.executor_spin = executor_spin;
     engine gpu{io.get_executor(), engine_options};
     rows.push_back({name, per_call(
                               [&](int i) {
