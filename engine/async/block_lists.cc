@@ -1,5 +1,7 @@
 #include "engine/async/block_lists.hpp"
 
+#include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -92,11 +94,21 @@ prepared_transfer block_lists::prepare(std::string_view operation, bool to_devic
                                           "kernel or copy engine)");
   }
   checked_blocks checked = plan_blocks(operation, to_device, host_kind, sides, element_size);
+  const std::size_t listed = checked.blocks.size();
+  const std::optional<checked_block> first_block =
+      listed > 0 ? std::optional<checked_block>(checked.blocks.front()) : std::nullopt;
   auto held = std::make_shared<list>(*this, to_device);
   list& blocks = *held;
-  blocks.blocks.reserve(checked.blocks.size());
-  for (const checked_block& b : checked.blocks) {
-    if (b.bytes > 0) blocks.blocks.push_back(b);  // the copy engine refuses empty copies
+  // The copy engine refuses empty copies: a list without any is taken as it is (the common case).
+  const std::size_t empty = static_cast<std::size_t>(
+      std::count_if(checked.blocks.begin(), checked.blocks.end(), [](const checked_block& b) { return b.bytes == 0; }));
+  if (empty == 0) {
+    blocks.blocks = std::move(checked.blocks);
+  } else {
+    blocks.blocks.reserve(checked.blocks.size() - empty);
+    for (const checked_block& b : checked.blocks) {
+      if (b.bytes > 0) blocks.blocks.push_back(b);
+    }
   }
   batch_path chosen = choose_path(operation, path, blocks);
   if (host_kind == memory_kind::pageable_host && !blocks.blocks.empty()) {
@@ -150,14 +162,14 @@ prepared_transfer block_lists::prepare(std::string_view operation, bool to_devic
   prepared_transfer transfer;
   transfer.operation = operation;
   transfer.bytes = checked.bytes;
-  if (!checked.blocks.empty()) {
-    const checked_block& first = checked.blocks.front();
+  if (first_block) {
+    const checked_block& first = *first_block;
     const endpoint host{host_kind, first.host, "blocks[0].host"};
     const endpoint device{memory_kind::device, first.device, "blocks[0].device"};
     transfer.source = to_device ? host : device;
     transfer.destination = to_device ? device : host;
   }
-  transfer.extra = " (" + std::to_string(checked.blocks.size()) + " blocks, from the first block's)";
+  transfer.extra = " (" + std::to_string(listed) + " blocks, from the first block's)";
   list* raw = held.get();  // the transfer holds the list until the GPU is done: the pointer stays valid
   transfer.enqueue = [this, raw](const prepared_transfer&, CUstream stream) { return enqueue(*raw, stream); };
   transfer.hold = std::move(held);

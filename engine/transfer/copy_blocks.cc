@@ -2,6 +2,7 @@
 // blocks is checked at a cost far below the copy's: a block whose range lies in the allocation found for
 // an earlier block asks the driver nothing (KV-cache blocks live in a few large allocations).
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -27,9 +28,20 @@ class known_allocations {
     });
   }
   // Checks [address, address + bytes) as any transfer's side is checked (the same messages, naming
-  // blocks[index].side), and remembers its allocation.
+  // blocks[index].side), and remembers its allocation. Inline for the common block, one in the
+  // allocation found last; the rest out of line.
   void check(std::string_view operation, memory_kind kind, std::uintptr_t address, std::size_t bytes,
              std::size_t index, const char* side) {
+    if (address != 0 && !ranges_.empty()) {
+      const known_range& last = ranges_.front();
+      if (address >= last.base && address - last.base <= last.size && bytes <= last.size - (address - last.base)) return;
+    }
+    check_further(operation, kind, address, bytes, index, side);
+  }
+
+ private:
+  [[gnu::noinline]] void check_further(std::string_view operation, memory_kind kind, std::uintptr_t address,
+                                       std::size_t bytes, std::size_t index, const char* side) {
     if (address != 0 && (bytes == 0 || holds(address, bytes))) return;
     const std::string argument = block_argument(index, side);
     check_side(operation, endpoint{kind, address, argument}, 0, bytes);  // throws for null, unknown or short ranges
@@ -40,7 +52,6 @@ class known_allocations {
     }
   }
 
- private:
   static constexpr std::size_t most_remembered = 8;
   std::vector<known_range> ranges_;
 };
@@ -93,11 +104,23 @@ bool written_slots_distinct(const std::vector<checked_block>& blocks, bool to_de
   const std::uintptr_t slots = (highest - lowest) / size + 1;
   if (slots > 4 * written + 64) return false;
   std::vector<bool> taken(slots);
+  // Slots of a power-of-two size (KV-cache pages) are found by a shift: a division per block would be
+  // most of this pass.
+  const bool power_of_two = std::has_single_bit(size);
+  const int shift = std::countr_zero(size);
   for (const checked_block& b : blocks) {
     if (b.bytes == 0) continue;
     const std::uintptr_t offset = written_begin(b, to_device) - lowest;
-    if (offset % size != 0 || taken[offset / size]) return false;
-    taken[offset / size] = true;
+    std::uintptr_t slot;
+    if (power_of_two) {
+      if ((offset & (size - 1)) != 0) return false;
+      slot = offset >> shift;
+    } else {
+      if (offset % size != 0) return false;
+      slot = offset / size;
+    }
+    if (taken[slot]) return false;
+    taken[slot] = true;
   }
   return true;
 }

@@ -75,6 +75,24 @@ struct layout {
   }
 };
 
+// `blocks` equal blocks of `size` bytes packed on the host, each at the start of its own slot of a
+// shuffled grid of `stride`-byte slots on the device, shifted by `shift` bytes when the block's index
+// is odd (stride == size and shift 0: every block exactly on its slot, the KV-cache layout).
+layout grid_layout(std::uint64_t seed, std::size_t blocks, std::size_t size, std::size_t stride, std::size_t shift) {
+  layout shape(seed, 0);
+  std::mt19937_64 random(seed);
+  std::vector<std::size_t> slots(device_slots * slot_bytes / stride - 1);
+  std::iota(slots.begin(), slots.end(), 0);
+  std::shuffle(slots.begin(), slots.end(), random);
+  for (std::size_t i = 0; i < blocks; ++i) {
+    shape.host_offset.push_back(shape.host_bytes);
+    shape.device_offset.push_back(slots[i] * stride + (i % 2 == 1 ? shift : 0));
+    shape.bytes.push_back(size);
+    shape.host_bytes += size;
+  }
+  return shape;
+}
+
 struct block_fixture : ferry::testing::device_fixture {
   block_fixture() {
     options.on_failure = failures.recorder();
@@ -163,6 +181,20 @@ BOOST_AUTO_TEST_CASE(page_locked_blocks_move_by_one_kernel_launch_each_way) {
   round_trip<pinned_span>(shape, source.span(), back.span(), batch_path::kernel);
   BOOST_TEST(gpu->plan_counts().kernel_block_lists == 2u);
   BOOST_TEST(gpu->plan_counts().copy_engine_block_lists == 0u);
+  BOOST_TEST(failures_seen().empty());
+}
+
+// Equal blocks of a power-of-two size: on their slots (the overlap check's grid of slots), and off
+// them by a few bytes (the check's sort), each way, every byte checked.
+BOOST_AUTO_TEST_CASE(equal_blocks_on_a_grid_and_off_it_move_each_way) {
+  start();
+  for (std::size_t shift : {std::size_t{0}, std::size_t{24}}) {
+    const layout shape = grid_layout(5 + shift, 256, 4096, shift == 0 ? 4096 : 8192, shift);
+    auto source = pinned_buffer<std::uint8_t>::allocate(shape.host_bytes);
+    auto back = pinned_buffer<std::uint8_t>::allocate(shape.host_bytes + 64);
+    round_trip<pinned_span>(shape, source.span(), back.span(), batch_path::kernel);
+  }
+  BOOST_TEST(gpu->plan_counts().kernel_block_lists == 4u);
   BOOST_TEST(failures_seen().empty());
 }
 
@@ -293,6 +325,18 @@ BOOST_AUTO_TEST_CASE(bad_blocks_are_refused_naming_the_block_before_anything_mov
   ferry::testing::expect_error<std::invalid_argument>(
       [&] { gpu->poke_blocks(slot_twice, asio::use_future); },
       {"engine::poke_blocks: blocks[0].device [", "and blocks[3].device [", "overlap; the blocks' destinations may not overlap"});
+  // The same with blocks of a power-of-two size (64 bytes), and with one of them off its slot.
+  const std::vector<pinned_block> slot_twice_power_of_two{{piece(0, 16), area.get() + 32}, {piece(16, 16), area.get()},
+                                                          {piece(32, 16), area.get() + 48},
+                                                          {piece(48, 16), area.get() + 32}};
+  ferry::testing::expect_error<std::invalid_argument>(
+      [&] { gpu->poke_blocks(slot_twice_power_of_two, asio::use_future); },
+      {"engine::poke_blocks: blocks[0].device [", "and blocks[3].device [", "overlap; the blocks' destinations may not overlap"});
+  const std::vector<pinned_block> off_the_grid{{piece(0, 16), area.get()}, {piece(16, 16), area.get() + 16},
+                                               {piece(32, 16), area.get() + 30}};
+  ferry::testing::expect_error<std::invalid_argument>(
+      [&] { gpu->poke_blocks(off_the_grid, asio::use_future); },
+      {"engine::poke_blocks: blocks[1].device [", "and blocks[2].device [", "overlap; the blocks' destinations may not overlap"});
   const std::vector<pinned_block> past_the_end{{piece(0, 10), area.get()}, {piece(10, 20), area.get() + 990}};
   ferry::testing::expect_error<std::invalid_argument>(
       [&] { gpu->poke_blocks(past_the_end, asio::use_future); },
