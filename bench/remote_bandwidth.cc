@@ -40,7 +40,9 @@ using clock_type = std::chrono::steady_clock;
 namespace {
 
 constexpr std::size_t largest = std::size_t{256} << 20;
-constexpr int rounds = 3;
+// Rounds per row, ferry and ucx_perftest interleaved; the median is reported (ucx_perftest's own 256 MiB
+// put moved by a fifth between runs on the H200).
+constexpr int rounds = 5;
 
 // ucx_perftest: FERRY_UCX_PERFTEST, else beside this binary in the GPU bundle (ucx/bin), else in the
 // checkout's .ucx/ (tools/ferry bench runs from the repository's root).
