@@ -62,11 +62,12 @@ LOGS="$WORK/logs"
 mkdir -p "$LOGS/tests" "$LOGS/sanitizer" "$LOGS/bench" "$WORK/tmp" "$OUTDIR/bench"
 rm -f "$OUTDIR/summary.txt" "$OUTDIR/logs.tar.gz"
 
-list_binaries() {  # folder -> names of the executables in it
+list_binaries() {  # folder -> names of the executables in it, but the programs tests run (helpers.txt)
   local f
   for f in "$BUNDLE/$1"/*; do
     [[ -f "$f" && -x "$f" ]] || continue
     f="${f##*/}"
+    [[ -f "$BUNDLE/helpers.txt" ]] && grep -qxF "$f" "$BUNDLE/helpers.txt" && continue
     [[ -z "$ONLY" || "$f" =~ $ONLY ]] && printf '%s\n' "$f"
   done
 }
