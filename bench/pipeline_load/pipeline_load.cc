@@ -10,8 +10,8 @@
 // `pipeline_load --connect HOST:PORT` drives a pipeline_server that is already running instead.
 // `pipeline_load --stage-to-stage` runs two ferry servers in a row instead, the second in a process of
 // its own (the first forwards every payload, transformed, to the second over ferry::remote; the second
-// checksums it), against one server answering transform, and writes <out>/<machine>-stage-to-stage.json: payload GB/s and latency end to
-// end, the ratio being the two stages' speed over the single server's.
+// checksums it), against one server answering transform, and writes <out>/<machine>-stage-to-stage.json:
+// payload GB/s and latency end to end, the ratio being the two stages' speed over the single server's.
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -20,8 +20,8 @@
 #include <iostream>
 #include <stdexcept>
 #include <string>
-#include <vector>
 #include <thread>
+#include <vector>
 
 #include "bench/harness/comparison.hpp"
 #include "bench/harness/options.hpp"

@@ -22,24 +22,22 @@ std::string block_argument(std::size_t index, const char* side) {
 // The allocations found so far for one side of the blocks (most recent first).
 class known_allocations {
  public:
-  bool holds(std::uintptr_t address, std::size_t bytes) const noexcept {
-    return std::any_of(ranges_.begin(), ranges_.end(), [&](const known_range& r) {
-      return address >= r.base && address - r.base <= r.size && bytes <= r.size - (address - r.base);
-    });
-  }
   // Checks [address, address + bytes) as any transfer's side is checked (the same messages, naming
   // blocks[index].side), and remembers its allocation. Inline for the common block, one in the
   // allocation found last; the rest out of line.
   void check(std::string_view operation, memory_kind kind, std::uintptr_t address, std::size_t bytes,
              std::size_t index, const char* side) {
-    if (address != 0 && !ranges_.empty()) {
-      const known_range& last = ranges_.front();
-      if (address >= last.base && address - last.base <= last.size && bytes <= last.size - (address - last.base)) return;
-    }
+    if (address != 0 && !ranges_.empty() && within(ranges_.front(), address, bytes)) return;
     check_further(operation, kind, address, bytes, index, side);
   }
 
  private:
+  static bool within(const known_range& r, std::uintptr_t address, std::size_t bytes) noexcept {
+    return address >= r.base && address - r.base <= r.size && bytes <= r.size - (address - r.base);
+  }
+  bool holds(std::uintptr_t address, std::size_t bytes) const noexcept {
+    return std::any_of(ranges_.begin(), ranges_.end(), [&](const known_range& r) { return within(r, address, bytes); });
+  }
   [[gnu::noinline]] void check_further(std::string_view operation, memory_kind kind, std::uintptr_t address,
                                        std::size_t bytes, std::size_t index, const char* side) {
     if (address != 0 && (bytes == 0 || holds(address, bytes))) return;
