@@ -1,6 +1,5 @@
 #include "engine/async/block_lists.hpp"
 
-#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
@@ -99,17 +98,10 @@ prepared_transfer block_lists::prepare(std::string_view operation, bool to_devic
       listed > 0 ? std::optional<checked_block>(checked.blocks.front()) : std::nullopt;
   auto held = std::make_shared<list>(*this, to_device);
   list& blocks = *held;
-  // The copy engine refuses empty copies: a list without any is taken as it is (the common case).
-  const std::size_t empty = static_cast<std::size_t>(
-      std::count_if(checked.blocks.begin(), checked.blocks.end(), [](const checked_block& b) { return b.bytes == 0; }));
-  if (empty == 0) {
-    blocks.blocks = std::move(checked.blocks);
-  } else {
-    blocks.blocks.reserve(checked.blocks.size() - empty);
-    for (const checked_block& b : checked.blocks) {
-      if (b.bytes > 0) blocks.blocks.push_back(b);
-    }
-  }
+  // The copy engine refuses empty copies; the checked list, without them, is the launch's (moved, not
+  // copied).
+  std::erase_if(checked.blocks, [](const checked_block& b) { return b.bytes == 0; });
+  blocks.blocks = std::move(checked.blocks);
   batch_path chosen = choose_path(operation, path, blocks);
   if (host_kind == memory_kind::pageable_host && !blocks.blocks.empty()) {
     // Packed into one staging chunk where they fit and one is free; otherwise the copy engine reads or
