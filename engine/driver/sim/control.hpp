@@ -38,6 +38,11 @@ void reset_faults();
 // pipelining and overlap become observable in tests.
 void set_copy_bandwidth(double bytes_per_second);
 
+// The most copies the simulated copy engines had in progress at once (a paced copy counts until its
+// pacing ends) since the last reset: a test of overlap reads it rather than timing a loaded machine.
+std::size_t copies_in_flight_peak();
+void reset_copies_in_flight_peak();
+
 // A host latch placed on a stream: work enqueued on the stream after it does not run until open()
 // (or the gate's destruction). Makes "not yet complete" observable without races. Stream 0 is the
 // current context's legacy stream; throws std::invalid_argument for a stream the sim does not know.

@@ -1,7 +1,6 @@
 // Pitched two-dimensional copies (CUDA_MEMCPY2D) between host, device and unified memory. The whole
 // pitched extent of each side, from its first row's start to its last row's end, must lie inside one
 // allocation (or be host memory), checked before anything is queued.
-#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -25,11 +24,11 @@ struct pitched_copy {
   std::size_t height = 0;
 
   void operator()() const {
-    const auto start = std::chrono::steady_clock::now();
+    const engine_run run;
     for (std::size_t row = 0; row < height; ++row) {
       std::memmove(destination.host + row * destination_pitch, source.host + row * source_pitch, width);
     }
-    pace(width * height, start);
+    run.pace(width * height);
   }
 };
 

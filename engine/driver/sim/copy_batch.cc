@@ -1,7 +1,6 @@
 // cuMemcpyBatchAsync: many pointer-to-pointer copies (host or device, told apart by address as with
 // UVA) that run as one stream operation. Sources marked CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL are
 // read before the call returns, as the driver promises for them.
-#include <chrono>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -28,12 +27,12 @@ struct batch {
   std::size_t total = 0;
 
   void operator()() const {
-    const auto start = std::chrono::steady_clock::now();
+    const engine_run run;
     for (const batch_entry& e : entries) {
       const std::byte* from = e.snapshot ? e.snapshot->data() : e.source.host;
       std::memmove(e.destination.host, from, e.bytes);
     }
-    pace(total, start);
+    run.pace(total);
   }
 };
 

@@ -10,7 +10,19 @@ namespace ferry::sim::detail {
 // Copies `bytes` (the ranges may overlap, as a device-to-device copy within one allocation can).
 void engine_copy(std::byte* destination, const std::byte* source, std::size_t bytes);
 
-// Sleeps until `bytes` would have crossed the engine since `start` at the configured bandwidth.
-void pace(std::size_t bytes, std::chrono::steady_clock::time_point start);
+// One copy on a simulated engine, from its first byte until its pacing ends: counted among the copies in
+// progress (copies_in_flight_peak) for that time.
+class engine_run {
+ public:
+  engine_run();
+  engine_run(const engine_run&) = delete;
+  engine_run& operator=(const engine_run&) = delete;
+  ~engine_run();
+  // Sleeps until `bytes` would have crossed the engine since the run began, at the configured bandwidth.
+  void pace(std::size_t bytes) const;
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+};
 
 }  // namespace ferry::sim::detail
