@@ -49,6 +49,9 @@ struct settings {
   }();
   std::size_t server_io_threads = 4;
   std::size_t baseline_threads = 8;  // as many workers as a thread-pool server would give its GPU calls
+  // Every server started here, ferry's and the baseline's alike.
+  std::size_t large_payload_bytes = server_options{}.large_payload_bytes;
+  std::size_t large_payloads_at_once = server_options{}.large_payloads_at_once;
   bool stage_to_stage = false;
   bool serve_as_next_stage = false;  // the second stage's process of --stage-to-stage
 };
@@ -79,6 +82,9 @@ settings parse(int argc, char** argv, bool on_sim) {
       .number("client-threads", s.load.threads, "client io threads (they also check every reply)")
       .number("server-threads", s.server_io_threads, "io threads of each server started here")
       .number("baseline-threads", s.baseline_threads, "workers of the thread-pool baseline's GPU step")
+      .number("large-payload", s.large_payload_bytes, "the servers' large payloads: at least this many bytes")
+      .number("large-payloads-at-once", s.large_payloads_at_once,
+              "large payloads past their prefix at a time in each server (0: no limit)")
       .switch_flag("stage-to-stage", s.stage_to_stage,
                    "two ferry servers in a row (forward) against one (transform) instead of ferry against the "
                    "baseline (report: <out>/<machine>-stage-to-stage.{json,md}); the second stage runs in a "
@@ -151,6 +157,8 @@ server_options options_for(const settings& s) {
   // than freed and made again (the same budget for every server).
   options.memory_budget_bytes = std::max<std::size_t>(std::size_t{4} << 30, buffer_pool::class_of(s.load.max_bytes));
   options.request_deadline = std::chrono::seconds(60);
+  options.large_payload_bytes = s.large_payload_bytes;
+  options.large_payloads_at_once = s.large_payloads_at_once;
   return options;
 }
 
@@ -187,7 +195,8 @@ bench::result latency(const std::string& name, const load_report& f, const load_
 // The arguments that make this program the second stage of `s`'s --stage-to-stage run.
 std::vector<std::string> next_stage_arguments(const settings& s) {
   return {"--serve-as-next-stage", "--server-threads", std::to_string(s.server_io_threads), "--max-bytes",
-          std::to_string(s.load.max_bytes)};
+          std::to_string(s.load.max_bytes), "--large-payload", std::to_string(s.large_payload_bytes),
+          "--large-payloads-at-once", std::to_string(s.large_payloads_at_once)};
 }
 
 // --serve-as-next-stage: a ferry server with a stage port, until the parent closes standard input.

@@ -39,6 +39,9 @@ server_options parse(int argc, char** argv, std::ostream& out) {
       .number("max-connections", o.max_connections, "connections served at once; more are answered busy")
       .number("gpu-lanes", o.gpu_lanes, "GPU streams shared by all connections")
       .number("payload-prefix", o.payload_prefix_bytes, "payload bytes that must arrive before buffers are leased")
+      .number("large-payload", o.large_payload_bytes, "payloads of at least this many bytes go through the gate")
+      .number("large-payloads-at-once", o.large_payloads_at_once,
+              "large payloads past their prefix at a time; the next waits its turn (0: no limit)")
       .number("stage-port", stage_port, "the port previous stages connect to (0: none)")
       .text("next-stage", o.next_stage, "HOST:PORT of the next stage's stage port (forward hands payloads on to it)")
       .number("stage-slots", o.stage_slots, "buffers in flight to the next stage; slots of each previous stage's window")
@@ -55,6 +58,10 @@ server_options parse(int argc, char** argv, std::ostream& out) {
     command.exit_with_usage_error(error.what());
   }
   if (o.stage_slots == 0) command.exit_with_usage_error("--stage-slots 0: at least one slot is needed");
+  if (o.large_payload_bytes == 0 && o.large_payloads_at_once > 0) {
+    command.exit_with_usage_error("--large-payload 0: every request would wait for the large payloads' turn "
+                                  "(--large-payloads-at-once 0 lets every request through)");
+  }
   return o;
 }
 

@@ -7,7 +7,8 @@
 namespace ferry::pipeline {
 namespace {
 
-// The series of what render is given (buffer and lane occupancy, the planner's decisions).
+// The series of what render is given (buffer and lane occupancy, the large payloads' gate, the planner's
+// decisions).
 void write_staging(std::ostream& out, const std::string& label, const buffer_pool::occupancy& memory) {
   out << "# HELP pipeline_staging_bytes Host and device buffer bytes (each counted once per pair), by state.\n"
       << "# TYPE pipeline_staging_bytes gauge\n"
@@ -19,6 +20,18 @@ void write_staging(std::ostream& out, const std::string& label, const buffer_poo
       << "# HELP pipeline_staging_waiting Requests waiting for staging memory (back-pressure).\n"
       << "# TYPE pipeline_staging_waiting gauge\n"
       << "pipeline_staging_waiting{" << label << "} " << memory.waiting << "\n";
+}
+
+void write_large_payloads(std::ostream& out, const std::string& label, const payload_gate::occupancy& gate) {
+  out << "# HELP pipeline_large_payloads Requests with large payloads past their prefix, and their bound.\n"
+      << "# TYPE pipeline_large_payloads gauge\n"
+      << "pipeline_large_payloads{" << label << "} " << gate.inside << "\n"
+      << "# HELP pipeline_large_payloads_limit The bound on requests with large payloads past their prefix.\n"
+      << "# TYPE pipeline_large_payloads_limit gauge\n"
+      << "pipeline_large_payloads_limit{" << label << "} " << gate.size << "\n"
+      << "# HELP pipeline_large_payloads_waiting Requests with large payloads waiting to go past their prefix.\n"
+      << "# TYPE pipeline_large_payloads_waiting gauge\n"
+      << "pipeline_large_payloads_waiting{" << label << "} " << gate.waiting << "\n";
 }
 
 void write_lanes(std::ostream& out, const std::string& label, const lane_pool::occupancy& lanes) {
@@ -86,6 +99,7 @@ std::uint64_t server_metrics::requests(status outcome) const noexcept {
 
 std::string server_metrics::render(std::string_view stage, const buffer_pool::occupancy& memory,
                                    const lane_pool::occupancy& lanes,
+                                   const std::optional<payload_gate::occupancy>& large_payloads,
                                    const std::optional<ferry::plan_counts>& plans) const {
   std::ostringstream out;
   const std::string label = "stage=\"" + std::string(stage) + "\"";
@@ -138,6 +152,7 @@ std::string server_metrics::render(std::string_view stage, const buffer_pool::oc
 
   write_staging(out, label, memory);
   write_lanes(out, label, lanes);
+  if (large_payloads) write_large_payloads(out, label, *large_payloads);
   if (plans) write_plans(out, label, *plans);
   return out.str();
 }

@@ -13,6 +13,7 @@
 
 #include "examples/pipeline_server/buffer_pool.hpp"
 #include "examples/pipeline_server/lane_pool.hpp"
+#include "examples/pipeline_server/payload_gate.hpp"
 #include "examples/pipeline_server/protocol.hpp"
 #include "ferry/engine_options.hpp"
 
@@ -63,8 +64,9 @@ class server_metrics {
   std::uint64_t received_bytes() const noexcept { return bytes_in_.load(); }
 
   // The exposition: every counter, the histogram, and the gauges given (memory and lane occupancy, the
-  // planner's decisions when the stage has a planner). `stage` labels the series (ferry, thread_pool).
+  // large payloads' gate when there is one, the planner's decisions when the stage has a planner). `stage` labels the series (ferry, thread_pool).
   std::string render(std::string_view stage, const buffer_pool::occupancy& memory, const lane_pool::occupancy& lanes,
+                     const std::optional<payload_gate::occupancy>& large_payloads,
                      const std::optional<ferry::plan_counts>& plans) const;
 
  private:

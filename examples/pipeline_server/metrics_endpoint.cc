@@ -57,7 +57,7 @@ http::response<http::string_body> reply_to(const http::request<http::string_body
 }  // namespace
 
 std::string server::metrics_text() const {
-  return metrics_.render(stage_->name(), pool_->current(), lanes_->current(), stage_->plan_counts());
+  return metrics_.render(stage_->name(), pool_->current(), lanes_->current(), large_payloads(), stage_->plan_counts());
 }
 
 asio::awaitable<void> server::metrics_loop() {

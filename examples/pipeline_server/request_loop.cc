@@ -58,7 +58,8 @@ struct server::request_loop::request {
   const std::size_t bytes;
   const clock_type::time_point started;
   deadline limit;
-  buffer_lease lease;  // after limit: given back before the deadline goes
+  gate_pass large_payload_pass;  // for a large payload (server_options::large_payloads_at_once), until the reply
+  buffer_lease lease;            // after limit: given back before the deadline goes
 };
 
 server::request_loop::request_loop(server& owner, connection& c)
@@ -180,6 +181,7 @@ asio::awaitable<bool> server::request_loop::read_payload(request& r) {
     co_await payload_failed(r, prefix_error, prefix_read);
     co_return false;
   }
+  if (!co_await pass_gate(r)) co_return false;
   if (!co_await lease_buffers(r)) co_return false;
   staging_pair& pair = r.lease.pair();
   std::copy_n(prefix_.data(), prefix_bytes, pair.host.get());
@@ -192,6 +194,18 @@ asio::awaitable<bool> server::request_loop::read_payload(request& r) {
     co_return false;
   }
   co_return true;
+}
+
+// A large payload's turn (server_options::large_payloads_at_once), waited for under the request's deadline
+// once its prefix is here. False, after the error reply, when the deadline passed first.
+asio::awaitable<bool> server::request_loop::pass_gate(request& r) {
+  if (!owner_.large_gate_ || r.bytes < owner_.options_.large_payload_bytes) co_return true;
+  r.large_payload_pass = co_await owner_.large_gate_->enter(r.limit.slot(), [&r] { return r.limit.expired(); });
+  if (r.large_payload_pass) co_return true;
+  co_await error_reply(status::deadline_exceeded,
+                       "the request's deadline passed while it waited for its turn among large payloads (payload unread)");
+  record(r.op, r.started, status::deadline_exceeded);
+  co_return false;
 }
 
 // The request's buffers from the pool, waiting (under the request's deadline) while the budget is spent.

@@ -1,8 +1,8 @@
 // Serving one connection: its requests, answered one after another on the connection's strand, each
 // through the same steps: its header (within the header deadline), the header's checks, its payload (a
-// prefix into the connection's own buffer, then the lease of its buffers, then the rest), its GPU step
-// on a borrowed lane, its reply. A step that ends the request answers the client when it can still
-// hear, and says whether the connection goes on.
+// prefix into the connection's own buffer, then a large payload's turn, then the lease of its buffers,
+// then the rest), its GPU step on a borrowed lane, its reply. A step that ends the request answers the
+// client when it can still hear, and says whether the connection goes on.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -40,6 +40,7 @@ class server::request_loop {
   boost::asio::awaitable<std::optional<request_header>> read_header();
   boost::asio::awaitable<std::optional<operation>> check(const request_header& header, clock_type::time_point started);
   boost::asio::awaitable<bool> read_payload(request& r);
+  boost::asio::awaitable<bool> pass_gate(request& r);
   boost::asio::awaitable<bool> lease_buffers(request& r);
   boost::asio::awaitable<void> payload_failed(request& r, boost::system::error_code error, std::size_t read);
   boost::asio::awaitable<stage_outcome> run_on_gpu(request& r);

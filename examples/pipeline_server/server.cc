@@ -84,6 +84,11 @@ void check_options(const server_options& o) {
     throw std::invalid_argument("pipeline server: payload_prefix_bytes " + std::to_string(o.payload_prefix_bytes) +
                                 " is not between 1 and " + std::to_string(max_payload_prefix_bytes));
   }
+  if (o.large_payloads_at_once > 0 && o.large_payload_bytes == 0) {
+    throw std::invalid_argument("pipeline server: large_payload_bytes is 0 with large_payloads_at_once " +
+                                std::to_string(o.large_payloads_at_once) +
+                                ": every request, however small, would wait for the gate");
+  }
   check_stage_options(o);
 }
 
@@ -127,6 +132,7 @@ server::server(server_options options, const stage_factory& make_stage)
       metrics_acceptor_(control_) {
   stage_ = make_stage(io_.get_executor());
   lanes_ = std::make_unique<lane_pool>(*stage_, options_.gpu_lanes);
+  if (options_.large_payloads_at_once > 0) large_gate_ = std::make_unique<payload_gate>(options_.large_payloads_at_once);
   gpu_stage* const stage = stage_.get();
   pool_ = std::make_unique<buffer_pool>(
       options_.memory_budget_bytes, stage_->context(),
@@ -158,6 +164,11 @@ server::server(server_options options, const stage_factory& make_stage)
 server::~server() {
   shutdown();
   wait();
+}
+
+std::optional<payload_gate::occupancy> server::large_payloads() const {
+  if (!large_gate_) return std::nullopt;
+  return large_gate_->current();
 }
 
 void server::wait() {

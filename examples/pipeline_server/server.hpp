@@ -13,6 +13,8 @@
 //   connections stop reading instead of allocating.
 // - GPU lanes (streams): a lane_pool of gpu_lanes lanes shared by all connections; a request borrows one
 //   for its GPU step only, waiting asynchronously when all are busy.
+// - large payloads: requests of at least large_payload_bytes go past their payload's prefix at most
+//   large_payloads_at_once at a time, in arrival order (payload_gate.hpp), until their reply is written.
 // Stage to stage (README "Stage to stage"): with a stage port, previous stages connect over
 // ferry::remote and hand this server transformed payloads to checksum (stage_listener.hpp); with a next
 // stage, operation forward transforms a payload here and hands it on (next_stage.hpp). One UCX worker
@@ -46,6 +48,7 @@
 #include "examples/pipeline_server/gpu_stage.hpp"
 #include "examples/pipeline_server/lane_pool.hpp"
 #include "examples/pipeline_server/metrics.hpp"
+#include "examples/pipeline_server/payload_gate.hpp"
 #include "ferry/remote.hpp"
 
 namespace ferry::pipeline {
@@ -73,6 +76,12 @@ struct server_options {
   // request leases its buffers: at most this much per connection is held for a client that sends a
   // header and no payload, instead of a lease of the announced length.
   std::size_t payload_prefix_bytes = std::size_t{64} << 10;
+  // Requests whose payload is at least large_payload_bytes: at most large_payloads_at_once of them are
+  // past their prefix at a time (read, on the GPU, being answered); the next waits, in arrival order and
+  // under its deadline, before it leases its buffers. Without such a limit every large request shares
+  // the link with all the others and the largest take longest (payload_gate.hpp). 0: no limit.
+  std::size_t large_payload_bytes = std::size_t{1} << 20;
+  std::size_t large_payloads_at_once = 16;
 
   // Stage to stage. The port previous stages connect to (nothing: none; 0: an ephemeral one, which
   // server::stage_port() tells); each gets a window of stage_slots slots of max_payload_bytes.
@@ -131,6 +140,8 @@ class server {
   const server_metrics& metrics() const noexcept { return metrics_; }
   buffer_pool::occupancy memory() const { return pool_->current(); }
   lane_pool::occupancy lanes() const { return lanes_->current(); }
+  // Large payloads inside the gate and waiting (nothing when large_payloads_at_once is 0).
+  std::optional<payload_gate::occupancy> large_payloads() const;
   const gpu_stage& stage() const noexcept { return *stage_; }
 
  private:
@@ -151,6 +162,7 @@ class server {
   std::unique_ptr<gpu_stage> stage_;
   std::unique_ptr<buffer_pool> pool_;
   std::unique_ptr<lane_pool> lanes_;  // after stage_: its lanes are closed before the stage goes
+  std::unique_ptr<payload_gate> large_gate_;  // null when large_payloads_at_once is 0
   // After the pools and the stage, which the stage links use; the worker on io_, before them.
   std::unique_ptr<remote::worker> stage_worker_;  // reset on control_ by stop_stage_links()
   std::unique_ptr<stage_listener> stage_listener_;

@@ -168,6 +168,7 @@ BOOST_AUTO_TEST_CASE(stage_flags_it_cannot_run_with_are_named_with_their_values)
       {{"--next-stage", "localhost"}, 2, {"--next-stage", "localhost", "HOST:PORT"}},
       {{"--next-stage", "127.0.0.1:http"}, 2, {"--next-stage", "127.0.0.1:http", "port"}},
       {{"--stage-slots", "0"}, 2, {"--stage-slots 0"}},
+      {{"--large-payload", "0"}, 2, {"--large-payload 0", "--large-payloads-at-once 0"}},
       {{"--stage-memory", "disk"}, 2, {"--stage-memory", "disk", "device or host"}},
       // Well formed, but nothing listens there: the server's start fails, as main() reports it.
       {{"--next-stage", "127.0.0.1:1"}, 1, {"--next-stage 127.0.0.1:1", "cannot be reached"}},

@@ -261,6 +261,69 @@ BOOST_AUTO_TEST_CASE(a_request_past_its_deadline_while_waiting_for_a_lane_gets_d
   BOOST_CHECK(eventually([&] { return srv->memory().leased_bytes == 0; }));
 }
 
+BOOST_AUTO_TEST_CASE(large_payloads_wait_their_turn_while_small_ones_are_served) {
+  pipeline::server_options options = small_server_options();
+  options.large_payload_bytes = 100000;
+  options.large_payloads_at_once = 1;
+  start(options, 1);  // the first lane's stream held back: the first large request stays inside
+  client first(srv->endpoint());
+  const auto a = random_vector<std::uint8_t>(300000, 140);
+  first.send_request(operation::transform, a);
+  BOOST_REQUIRE(eventually([&] { return gates_placed() == 1 && srv->large_payloads()->inside == 1; }));
+  // A second large payload waits at the gate, its prefix read and no buffer leased for it.
+  client second(srv->endpoint());
+  const auto b = random_vector<std::uint8_t>(200000, 141);
+  second.send_request(operation::checksum, b);
+  BOOST_REQUIRE(eventually([&] { return srv->large_payloads()->waiting == 1; }));
+  BOOST_CHECK_EQUAL(srv->memory().leased_bytes, pipeline::buffer_pool::class_of(a.size()));
+  BOOST_CHECK(srv->metrics_text().find("pipeline_large_payloads_waiting{stage=\"ferry\"} 1") != std::string::npos);
+  BOOST_CHECK(srv->metrics_text().find("pipeline_large_payloads_limit{stage=\"ferry\"} 1") != std::string::npos);
+  // Payloads below the threshold do not wait for it: served on a lane of their own meanwhile.
+  for (std::size_t bytes : {1u, 4096u, 99999u}) check_served(*srv, bytes, 142 + bytes);
+  BOOST_CHECK_EQUAL(srv->large_payloads()->waiting, 1u);
+
+  open_gates();
+  check_reply(reply_within_patience(first), operation::transform, a);
+  check_reply(reply_within_patience(second), operation::checksum, b);
+  BOOST_CHECK(eventually([&] { return srv->large_payloads()->inside == 0; }));
+  BOOST_CHECK_EQUAL(srv->large_payloads()->waiting, 0u);
+  first.close();
+  second.close();
+  check_nothing_held(*this);
+}
+
+BOOST_AUTO_TEST_CASE(a_large_payload_past_its_deadline_at_the_gate_gets_deadline_exceeded) {
+  pipeline::server_options options = small_server_options();
+  options.large_payload_bytes = 100000;
+  options.large_payloads_at_once = 1;
+  options.request_deadline = milliseconds(300);
+  start(options, 1);
+  client first(srv->endpoint());
+  const auto a = random_vector<std::uint8_t>(150000, 150);
+  first.send_request(operation::transform, a);
+  BOOST_REQUIRE(eventually([&] { return gates_placed() == 1 && srv->large_payloads()->inside == 1; }));
+  client second(srv->endpoint());
+  const auto b = random_vector<std::uint8_t>(250000, 151);
+  second.send_request(operation::transform, b);
+  const reply late = reply_within_patience(second);
+  BOOST_CHECK_EQUAL(pipeline::to_string(late.header.status), pipeline::to_string(status::deadline_exceeded));
+  BOOST_CHECK_MESSAGE(late.text().find("its turn among large payloads") != std::string::npos, late.text());
+  // Its payload was never read: the connection cannot go on.
+  BOOST_CHECK(second.readable_within(patience) && second.closed_by_server());
+  BOOST_CHECK_EQUAL(srv->large_payloads()->waiting, 0u);
+  BOOST_CHECK_EQUAL(srv->large_payloads()->inside, 1u);
+  open_gates();
+  BOOST_CHECK_EQUAL(pipeline::to_string(reply_within_patience(first).header.status),
+                    pipeline::to_string(status::deadline_exceeded));
+  // The pass went back with the first request: the next large one goes straight through.
+  const auto next = random_vector<std::uint8_t>(400000, 152);
+  first.send_request(operation::transform, next);
+  check_reply(reply_within_patience(first), operation::transform, next);
+  BOOST_CHECK(eventually([&] { return srv->large_payloads()->inside == 0; }));
+  first.close();
+  check_nothing_held(*this);
+}
+
 BOOST_AUTO_TEST_CASE(shutdown_releases_what_waiting_and_silent_connections_hold) {
   pipeline::server_options options = small_server_options();
   options.gpu_lanes = 1;

@@ -407,6 +407,11 @@ BOOST_AUTO_TEST_CASE(options_that_cannot_work_are_rejected_by_name) {
     options.payload_prefix_bytes = prefix;
     expect_error<std::invalid_argument>([&] { start(options); }, {"payload_prefix_bytes " + std::to_string(prefix)});
   }
+  options = small_server_options();
+  options.large_payload_bytes = 0;
+  options.large_payloads_at_once = 3;
+  expect_error<std::invalid_argument>([&] { start(options); },
+                                      {"large_payload_bytes is 0", "large_payloads_at_once 3"});
 }
 
 BOOST_AUTO_TEST_SUITE_END()
