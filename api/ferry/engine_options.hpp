@@ -132,9 +132,11 @@ struct engine_options {
   std::optional<std::chrono::microseconds> pending_spin;
   // While completions are owed to an io_context, one of its threads is kept running (a task that
   // re-queues itself) for at most this long after the last submission or completion there, so that a
-  // handler is not delayed by the wake-up of a parked thread. Zero: the io_context's threads park as usual. Unset: 5 ms on machines with at
-  // least 4 cores, else zero (on 2 cores a spinning io thread takes the core that the completion bridge
-  // and the copy threads need). See the README, "Keeping the handler's io_context awake".
+  // handler is not delayed by the wake-up of a parked thread; once nothing is owed, for at most 100 us
+  // after it (the next op of a thread that submits one at a time finds it running). Zero: the
+  // io_context's threads park as usual. Unset: 5 ms on machines with at least 4 cores, else zero (on 2
+  // cores a spinning io thread takes the core that the completion bridge and the copy threads need).
+  // See the README, "Keeping the handler's io_context awake".
   std::optional<std::chrono::microseconds> executor_spin;
   // Pageable transfers move through chunks of this size (bench/staging_sweep compares settings).
   std::size_t staging_chunk_bytes = std::size_t{8} << 20;

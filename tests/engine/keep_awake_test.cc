@@ -1,6 +1,6 @@
 // Keeping the handler's io_context awake while completions are owed to it (engine_options::executor_spin):
-// a thread running the context keeps running handlers instead of parking, stops once nothing is owed, and
-// nothing of the kind happens for executors that are not an io_context's, or when it is turned off. A
+// a thread running the context keeps running handlers instead of parking, stops shortly after nothing is
+// owed (keep_awake::linger), and nothing of the kind happens for executors that are not an io_context's, or when it is turned off. A
 // completion that arrives while the kept-awake thread waits is handed to it (the mailbox): handlers
 // still run once each, in their ops' order, on the io thread, and one that throws leaves io.run as a
 // posted one would.
@@ -23,6 +23,7 @@
 #include <future>
 #include <vector>
 
+#include "ferry/detail/keep_awake.hpp"
 #include "ferry/marshal.hpp"
 #include "tests/support/device_fixture.hpp"
 #include "tests/support/io_helpers.hpp"
@@ -85,6 +86,39 @@ BOOST_AUTO_TEST_CASE(an_io_context_owed_a_completion_keeps_running_until_it_arri
   // Nothing is owed any more: the task ends (at most one more turn), and the context parks again.
   handlers_run_for(io, std::chrono::milliseconds(5));
   BOOST_TEST(handlers_run_for(io, std::chrono::milliseconds(20)) == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_turn_goes_on_for_the_linger_once_nothing_is_owed_and_for_executor_spin_while_something_is) {
+  // The task's own rule, on a registry of its own: no engine, no clock but the recorded activity.
+  using task = detail::keep_awake<asio::io_context::executor_type>;
+  asio::io_context io;
+  auto registry = std::make_shared<detail::pending_handlers::registry>();
+  const auto ticks = [](auto duration) {
+    return static_cast<std::int64_t>(std::chrono::duration_cast<std::chrono::steady_clock::duration>(duration).count());
+  };
+  const task long_spin{registry, io.get_executor(), std::chrono::seconds(10)};
+  const task short_spin{registry, io.get_executor(), std::chrono::microseconds(50)};
+  const auto active_ago = [&](std::chrono::microseconds ago) {
+    registry->last_activity.store(detail::steady_ticks() - ticks(ago));
+  };
+  // Nothing owed: on for `linger` after the last submission or completion, then off.
+  active_ago(std::chrono::microseconds(0));
+  BOOST_TEST(long_spin.wanted());
+  active_ago(task::linger + std::chrono::microseconds(50));
+  BOOST_TEST(!long_spin.wanted());
+  // Owed a completion: on for executor_spin.
+  registry->owed.store(1);
+  BOOST_TEST(long_spin.wanted());
+  active_ago(std::chrono::seconds(11));
+  BOOST_TEST(!long_spin.wanted());
+  // The linger never outlasts a shorter executor_spin.
+  registry->owed.store(0);
+  active_ago(std::chrono::microseconds(70));
+  BOOST_TEST(!short_spin.wanted());
+  // A shut-down context is never kept awake.
+  active_ago(std::chrono::microseconds(0));
+  registry->shut_down_seen.store(true);
+  BOOST_TEST(!long_spin.wanted());
 }
 
 BOOST_AUTO_TEST_CASE(the_task_stops_after_executor_spin_without_activity) {

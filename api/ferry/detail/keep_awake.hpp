@@ -2,14 +2,15 @@
 // can take long to run again once woken, which is what an io_context thread pays when ferry posts a
 // completion to it. While completions are owed to an io_context, the engine keeps one of its threads
 // running: a small task that re-queues itself (defer, so that other handlers and the reactor run in
-// between) until nothing is owed, or until `spin` has passed without a submission or completion there.
-// It is the counterpart of the driver's own spin-wait in cuStreamSynchronize;
+// between) until `spin` has passed without a submission or completion there (`linger` once nothing is
+// owed). It is the counterpart of the driver's own spin-wait in cuStreamSynchronize;
 // engine_options::executor_spin sets it (zero: never).
 #pragma once
 
 #include <boost/asio/defer.hpp>
 #include <boost/asio/post.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -77,9 +78,18 @@ struct keep_awake {
   Executor executor;
   std::chrono::steady_clock::duration spin;
 
+  // How long a turn goes on once nothing is owed (at most `spin`): a thread that waits for each op before
+  // it submits the next (a request/response loop, the one-at-a-time transfers of a benchmark) submits
+  // within microseconds of its handler, and then finds a turn waiting instead of paying for posting a
+  // new one and for the parked thread's wake-up twice.
+  static constexpr std::chrono::microseconds linger{100};
+
   bool wanted() const noexcept {
-    return owner->owed.load() > 0 && !owner->shut_down_flag() &&
-           steady_ticks() - owner->last_activity.load() < static_cast<std::int64_t>(spin.count());
+    if (owner->shut_down_flag()) return false;
+    const std::int64_t idle = steady_ticks() - owner->last_activity.load();
+    const std::chrono::steady_clock::duration limit =
+        owner->owed.load() > 0 ? spin : std::min(spin, std::chrono::steady_clock::duration(linger));
+    return idle < static_cast<std::int64_t>(limit.count());
   }
   // One turn: waits for a completion (handed to the mailbox, or posted), then runs what was handed over,
   // after re-queuing itself (or stopping) first, so that a handler that throws leaves the task in a
