@@ -1,5 +1,6 @@
 // The sim's fault injection, thread safety, and behaviour at process exit.
 #include <atomic>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -141,6 +142,56 @@ BOOST_AUTO_TEST_CASE(frees_in_a_poisoned_context_release_the_memory_and_report_t
   BOOST_TEST(sim().cuMemFreeHost(pinned) == CUDA_ERROR_LAUNCH_FAILED);
   BOOST_TEST(sim().cuStreamDestroy(stream) == CUDA_ERROR_LAUNCH_FAILED);
   BOOST_TEST(ferry::sim::current_usage() == before);
+}
+
+// The real driver never calls work done that a sticky error stopped: once the failure has happened a
+// query returns it, even when the worker has already skipped everything the stream held. Queries
+// racing the failure, many times over, must only ever see "not ready" and then the failure.
+BOOST_AUTO_TEST_CASE(queries_racing_a_stream_failure_report_the_failure_never_success) {
+  sim_context fixture;
+  const CUdeviceptr device = device_alloc(64);
+  CUevent recorded = nullptr;
+  BOOST_REQUIRE(sim().cuEventCreate(&recorded, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS);
+  constexpr int rounds = 300;
+  constexpr int pollers = 3;
+  std::vector<std::string> wrong;
+  for (int round = 0; round < rounds && wrong.empty(); ++round) {
+    CUstream stream = stream_create();
+    std::atomic<bool> started{false};
+    std::vector<CUresult> stream_seen(pollers, CUDA_ERROR_NOT_READY);
+    std::vector<CUresult> event_seen(pollers, CUDA_ERROR_NOT_READY);
+    {
+      ferry::sim::gate hold(stream);
+      BOOST_REQUIRE(sim().cuMemsetD8Async(device, static_cast<unsigned char>(round), 64, stream) == CUDA_SUCCESS);
+      BOOST_REQUIRE(sim().cuEventRecord(recorded, stream) == CUDA_SUCCESS);
+      ferry::sim::fail_stream(stream, CUDA_ERROR_ILLEGAL_ADDRESS);
+      std::vector<std::thread> threads;
+      for (int p = 0; p < pollers; ++p) {
+        threads.emplace_back([&, p] {
+          sim().cuCtxSetCurrent(fixture.ctx);
+          started.store(true);
+          while (stream_seen[p] == CUDA_ERROR_NOT_READY || event_seen[p] == CUDA_ERROR_NOT_READY) {
+            if (stream_seen[p] == CUDA_ERROR_NOT_READY) stream_seen[p] = sim().cuStreamQuery(stream);
+            if (event_seen[p] == CUDA_ERROR_NOT_READY) event_seen[p] = sim().cuEventQuery(recorded);
+          }
+        });
+      }
+      while (!started.load()) std::this_thread::yield();
+      hold.open();
+      for (std::thread& t : threads) t.join();
+    }
+    for (int p = 0; p < pollers; ++p) {
+      if (stream_seen[p] != CUDA_ERROR_ILLEGAL_ADDRESS || event_seen[p] != CUDA_ERROR_ILLEGAL_ADDRESS) {
+        wrong.push_back("round " + std::to_string(round) + " poller " + std::to_string(p) + ": stream query " +
+                        std::to_string(stream_seen[p]) + ", event query " + std::to_string(event_seen[p]));
+      }
+    }
+    ferry::sim::reset_faults();
+    BOOST_REQUIRE(sim().cuStreamDestroy(stream) == CUDA_SUCCESS);
+  }
+  BOOST_TEST(wrong.empty(), "first wrong answer (CUDA_ERROR_ILLEGAL_ADDRESS is 700): " << (wrong.empty() ? "" : wrong[0]));
+  BOOST_TEST(sim().cuEventDestroy(recorded) == CUDA_SUCCESS);
+  BOOST_TEST(sim().cuMemFree(device) == CUDA_SUCCESS);
 }
 
 BOOST_AUTO_TEST_CASE(fail_stream_and_gate_refuse_streams_the_sim_does_not_know) {

@@ -135,7 +135,11 @@ CUresult cuEventQuery(CUevent hEvent) {
   FERRY_SIM_TRY(find_event(hEvent, e));
   FERRY_SIM_TRY(e->owner().sticky());
   std::shared_ptr<record_point> point = e->last();
-  return point == nullptr || point->reached() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  const bool reached = point == nullptr || point->reached();
+  // Asked again: a record runs even in a poisoned context, so it may be reached only because a failure
+  // met meanwhile let the worker skip the work before it (the context is poisoned before that).
+  FERRY_SIM_TRY(e->owner().sticky());
+  return reached ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 CUresult cuEventSynchronize(CUevent hEvent) {

@@ -58,7 +58,11 @@ CUresult cuStreamQuery(CUstream hStream) {
   std::shared_ptr<stream> s;
   FERRY_SIM_TRY(resolve_stream(hStream, s));
   FERRY_SIM_TRY(s->owner().sticky());
-  return s->reached(s->submitted()) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  const bool idle = s->reached(s->submitted());
+  // Asked again: a failure met meanwhile lets the worker skip the rest of the queue, so the stream may
+  // look idle only because of it (the worker poisons the context before it counts any skipped work).
+  FERRY_SIM_TRY(s->owner().sticky());
+  return idle ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
