@@ -22,8 +22,11 @@ unsigned event_flags(completion_policy policy) {
 // after a sticky error the driver runs no more host functions, and nothing may wait forever.
 constexpr auto failure_check_interval = std::chrono::milliseconds(10);
 
-// Poll: how often the stream of work that has a completion flag is queried. Only a failure needs the
-// query (a failed stream writes no flag), and learning of one this much later costs nothing.
+// Poll: how often the stream of work that has a completion flag is queried, once that work has been
+// its stream's oldest for this long. Only a failure needs the query (a failed stream writes no flag), and
+// learning of one this much later costs nothing. A stream whose flags keep coming is not queried at all:
+// the query takes the driver's lock, which a thread submitting meanwhile would wait for (and, once the
+// bridge waits on it, wake the bridge from: a system call).
 constexpr auto event_sweep_interval = std::chrono::microseconds(100);
 
 // Poll: while some stream's oldest pending work is younger than this, the bridge looks at flag words
@@ -262,6 +265,7 @@ bool completion_bridge::take_incoming() {
       queue.back->next = item;
     } else {
       queue.front = item;
+      item->front_since = last_activity_;
     }
     queue.back = item;
     ++pending_entries_;
@@ -307,21 +311,22 @@ bool completion_bridge::collect_finished(std::chrono::steady_clock::time_point n
       finished.emplace_back(item, CUDA_SUCCESS);
       continue;
     }
-    if (item->flag && !sweep) continue;
+    if (item->flag && !(sweep && now - item->front_since >= event_sweep_interval)) continue;
     queried_events_ = queried_events_ || !item->flag;
     // Flagged work has no event: the stream's status tells a failure (a failed stream writes no flag);
     // an idle stream has run the work, and so written its flag.
     CUresult status = item->event ? driver_.cuEventQuery(item->event) : driver_.cuStreamQuery(item->stream);
     if (status != CUDA_ERROR_NOT_READY) finished.emplace_back(item, status);
   }
-  for (auto& [item, status] : finished) pop_front(item);
+  for (auto& [item, status] : finished) pop_front(item, now);
   return !finished.empty();
 }
 
-void completion_bridge::pop_front(entry* item) {
+void completion_bridge::pop_front(entry* item, std::chrono::steady_clock::time_point now) {
   auto queue = pending_.find(item->stream);
   // Only fronts finish, so the entry is its stream's front.
   queue->second.front = item->next;
+  if (item->next != nullptr) item->next->front_since = now;
   if (queue->second.front == nullptr) {
     queue->second.back = nullptr;
     if (pending_.size() > kept_idle_queues) pending_.erase(queue);
@@ -390,7 +395,7 @@ void completion_bridge::run() {
         if (queue.front != nullptr && (!oldest || queue.front->sequence < oldest->sequence)) oldest = queue.front;
       }
       finished_.emplace_back(oldest, driver_.cuEventSynchronize(oldest->event));
-      pop_front(oldest);  // the oldest entry overall is also the front of its stream
+      pop_front(oldest, now);  // the oldest entry overall is also the front of its stream
       finish(finished_);
       continue;
     }

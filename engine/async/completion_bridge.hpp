@@ -114,6 +114,7 @@ class completion_bridge {
     warm_up warm;  // prefetched on arrival
     std::uint64_t sequence = 0;
     std::chrono::steady_clock::time_point since;  // when it was watched
+    std::chrono::steady_clock::time_point front_since;  // when it became its stream's oldest pending work
     std::atomic<bool> fired{false};  // host_callback: the callback after the event has run
     bool failure_seen = false;       // host_callback: its event failed, so no callback will come (bridge thread only)
     completion_bridge* bridge = nullptr;
@@ -151,7 +152,7 @@ class completion_bridge {
   // Looks at the front of each stream (at `now`); puts the finished ones, popped from pending_, in
   // finished_. Returns whether any finished.
   bool collect_finished(std::chrono::steady_clock::time_point now);
-  void pop_front(entry* item);
+  void pop_front(entry* item, std::chrono::steady_clock::time_point now);
   // Calls the continuations, then recycles the flags and events; empties `finished`.
   void finish(finished_list& finished);
   // host_callback: flags fronts whose event failed (no callback will come for them).
