@@ -28,7 +28,7 @@ CUstream highest_priority_stream(const driver_table& driver) noexcept {
 }  // namespace
 
 copy_batcher::copy_batcher(const driver_table& driver, CUcontext context, int ordinal, completion_bridge& bridge,
-                           std::function<CUstream()> next_stream, settings chosen,
+                           std::function<CUstream()> next_stream, settings chosen, finisher finish,
                            std::function<void(const std::string&)> report)
     : driver_(driver),
       context_(context),
@@ -40,6 +40,7 @@ copy_batcher::copy_batcher(const driver_table& driver, CUcontext context, int or
       kernel_usable_(chosen.kernel_usable),
       // Three words per copy: the sources, destinations and sizes ferry_copy_blocks reads.
       slabs_(driver, 3 * chosen.most_copies),
+      finish_(std::move(finish)),
       report_(std::move(report)),
       thread_([this] { run(); }) {}
 
@@ -113,20 +114,6 @@ void copy_batcher::run() {
 
 namespace {
 
-// Copies cancelled before their batch is submitted are never submitted: they hear not_submitted now.
-std::vector<copy_batcher::copy> drop_cancelled(std::vector<copy_batcher::copy> batch) {
-  std::vector<copy_batcher::copy> live;
-  live.reserve(batch.size());
-  for (copy_batcher::copy& item : batch) {
-    if (item.op->cancel_requested()) {
-      item.done(copy_batcher::not_submitted);
-    } else {
-      live.push_back(std::move(item));
-    }
-  }
-  return live;
-}
-
 // A batch as cuMemcpyBatchAsync takes it: one array per field, one attribute per copy.
 struct batch_arrays {
   std::vector<CUdeviceptr> destinations;
@@ -172,6 +159,20 @@ CUresult enqueue_alone(const copy_batcher::copy& item, CUstream stream) {
 
 }  // namespace
 
+// Copies cancelled before their batch is submitted are never submitted: they hear not_submitted now.
+std::vector<copy_batcher::copy> copy_batcher::drop_cancelled(std::vector<copy> batch) {
+  std::vector<copy> live;
+  live.reserve(batch.size());
+  for (copy& item : batch) {
+    if (item.op->cancel_requested()) {
+      finish_(item, not_submitted);
+    } else {
+      live.push_back(std::move(item));
+    }
+  }
+  return live;
+}
+
 void copy_batcher::submit(std::vector<copy> batch) {
   std::vector<copy> live = drop_cancelled(std::move(batch));
   if (live.empty()) return;
@@ -187,7 +188,7 @@ void copy_batcher::submit(std::vector<copy> batch) {
     // before anyone hears.
     driver_.cuStreamSynchronize(stream);
     slabs_.release(slab);
-    for (copy& item : live) item.done(status);
+    for (copy& item : live) finish_(item, status);
     return;
   }
   watch(std::move(live), stream, slab);
@@ -275,12 +276,12 @@ void copy_batcher::watch(std::vector<copy> live, CUstream stream, std::uint64_t*
   // this batcher) may be destroyed.
   const CUresult status = bridge_.watch(stream, [this, shared, slab](CUresult result) {
     slabs_.release(slab);
-    for (copy& item : *shared) item.done(result);
+    for (copy& item : *shared) finish_(item, result);
   });
   if (status != CUDA_SUCCESS) {
     const CUresult drained = driver_.cuStreamSynchronize(stream);
     slabs_.release(slab);
-    for (copy& item : *shared) item.done(drained == CUDA_SUCCESS ? status : drained);
+    for (copy& item : *shared) finish_(item, drained == CUDA_SUCCESS ? status : drained);
   }
 }
 

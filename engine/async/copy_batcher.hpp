@@ -12,6 +12,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -23,6 +24,7 @@
 #include "engine/async/descriptor_slabs.hpp"
 #include "engine/driver/driver_table.hpp"
 #include "engine/transfer/plans.hpp"
+#include "ferry/detail/engine_core.hpp"
 #include "ferry/detail/operation.hpp"
 #include "ferry/engine_options.hpp"
 
@@ -40,10 +42,13 @@ class copy_batcher {
     direction way;  // for drivers without cuMemcpyBatchAsync
     batch_path path;  // the caller's choice (transfer_options::batching)
     std::shared_ptr<operation> op;
-    // Called once with the status of the batch (on the bridge thread), or with not_submitted when the
-    // op was cancelled before the batch was submitted.
-    std::function<void(CUresult)> done;
+    std::uint64_t sequence;  // the op's, in the engine's record of ops in flight
+    std::shared_ptr<prepared_transfer> transfer;
   };
+  // Called once per copy with the status of its batch (on the bridge thread), or with not_submitted when
+  // its op was cancelled before the batch was submitted. One for all copies: a copy carries no callable
+  // of its own, which would cost an allocation per copy on the offering thread.
+  using finisher = std::function<void(copy&, CUresult)>;
 
   struct settings {
     std::chrono::microseconds window;
@@ -54,7 +59,8 @@ class copy_batcher {
   };
 
   copy_batcher(const driver_table& driver, CUcontext context, int ordinal, completion_bridge& bridge,
-               std::function<CUstream()> next_stream, settings chosen, std::function<void(const std::string&)> report);
+               std::function<CUstream()> next_stream, settings chosen, finisher finish,
+               std::function<void(const std::string&)> report);
   copy_batcher(const copy_batcher&) = delete;
   copy_batcher& operator=(const copy_batcher&) = delete;
   // Submits what is collected, then stops the thread. The engine's context must be current (its stream
@@ -78,6 +84,7 @@ class copy_batcher {
 
  private:
   void run();
+  std::vector<copy> drop_cancelled(std::vector<copy> batch);
   // Submits the batch's live copies as one, and hands them to the bridge.
   void submit(std::vector<copy> batch);
   // Puts the copies on `stream`: the first `by_kernel` with one launch (descriptors in `slab`), the
@@ -107,6 +114,7 @@ class copy_batcher {
   CUstream priority_stream_ = nullptr;
   std::atomic<bool> kernel_usable_;  // cleared when the driver refuses a launch for good
   descriptor_slabs slabs_;
+  finisher finish_;
   std::function<void(const std::string&)> report_;  // engine_options::on_failure, for refused batches
 
   std::mutex mutex_;

@@ -118,7 +118,8 @@ engine_core::impl::impl(const engine_options& opts)
                                           options.batch_kernel_min_copies, kernel_usable};
     batcher = std::make_unique<copy_batcher>(
         driver, context, ordinal, *bridge, [this] { return pool[next_pool_stream.fetch_add(1) % pool.size()]; },
-        batching, options.on_failure);
+        batching, [this](copy_batcher::copy& item, CUresult result) { batched_copy_done(item, result); },
+        options.on_failure);
   }
 }
 

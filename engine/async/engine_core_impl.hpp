@@ -63,6 +63,8 @@ struct engine_core::impl {
   // not take it (it is then submitted alone).
   bool offer_to_batcher(const std::shared_ptr<operation>& op, std::uint64_t sequence,
                         const std::shared_ptr<prepared_transfer>& transfer);
+  // A batched copy's end (the batcher's finisher): its bytes or its failure, then its op completes.
+  void batched_copy_done(copy_batcher::copy& item, CUresult result);
   // Puts a planned transfer on its way, on the calling thread: at once, staged, or (registered) after a
   // worker registers its memory.
   void submit_planned(std::shared_ptr<operation> op, std::uint64_t sequence,
@@ -111,7 +113,7 @@ struct engine_core::impl {
   // Counts a batchable copy in flight until the returned token (kept by its transfer) goes. Only while
   // another is in flight is a copy offered to the batcher: copies of a request/response loop arrive
   // within the batch window of each other, and each would wait for a batch that never fills.
-  std::shared_ptr<void> count_small_copy();
+  in_flight_count count_small_copy();
   std::atomic<std::size_t> small_copies_in_flight{0};
   void run_staged(std::shared_ptr<operation> op, std::uint64_t sequence, std::shared_ptr<prepared_transfer> transfer,
                   CUstream stream, bool sequenced);

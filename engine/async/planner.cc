@@ -137,19 +137,27 @@ bool engine_core::impl::offer_to_batcher(const std::shared_ptr<operation>& op, s
                                          const std::shared_ptr<prepared_transfer>& transfer) {
   // Counted whether or not the batcher takes it: a copy submitted alone is in flight too.
   transfer->counted = count_small_copy();
-  copy_batcher::copy item{
-      transfer->destination.address, transfer->source.address, transfer->bytes,
-      copy_direction(transfer->source, transfer->destination), transfer->batching, op,
-      [this, op, sequence, transfer](CUresult result) {
-        if (result == CUDA_SUCCESS) {
-          op->add_bytes(transfer->bytes);
-        } else if (result != copy_batcher::not_submitted) {
-          fail(op, result, transfer->label() + " (batched) of device " + std::to_string(ordinal));
-        }
-        transfer->counted.reset();  // before the caller hears
-        complete(op, sequence);
-      }};
+  copy_batcher::copy item{transfer->destination.address,
+                          transfer->source.address,
+                          transfer->bytes,
+                          copy_direction(transfer->source, transfer->destination),
+                          transfer->batching,
+                          op,
+                          sequence,
+                          transfer};
   return batcher->offer(item);
+}
+
+void engine_core::impl::batched_copy_done(copy_batcher::copy& item, CUresult result) {
+  const std::shared_ptr<operation>& op = item.op;
+  prepared_transfer& transfer = *item.transfer;
+  if (result == CUDA_SUCCESS) {
+    op->add_bytes(transfer.bytes);
+  } else if (result != copy_batcher::not_submitted) {
+    fail(op, result, transfer.label() + " (batched) of device " + std::to_string(ordinal));
+  }
+  transfer.counted.reset();  // before the caller hears
+  complete(op, item.sequence);
 }
 
 void engine_core::impl::submit_planned(std::shared_ptr<operation> op, std::uint64_t sequence,

@@ -122,10 +122,7 @@ bool engine_core::impl::batchable(const prepared_transfer& transfer, bool sequen
          sticky.load() == CUDA_SUCCESS;
 }
 
-std::shared_ptr<void> engine_core::impl::count_small_copy() {
-  small_copies_in_flight.fetch_add(1);
-  return std::shared_ptr<void>(nullptr, [this](void*) { small_copies_in_flight.fetch_sub(1); });
-}
+in_flight_count engine_core::impl::count_small_copy() { return in_flight_count(small_copies_in_flight); }
 
 // Page-locked memory (or a driver_staged poke), not for the batcher, on a stream nothing else is
 // submitting to: the work goes on the stream first, with its completion armed right behind it (or, with
@@ -143,7 +140,7 @@ bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_trans
     plan = prepared.plan == transfer_plan::automatic && known_page_locked(prepared) ? transfer_plan::pinned
                                                                                     : transfer_plan::driver_staged;
   }
-  std::shared_ptr<void> counted;
+  in_flight_count counted;
   if (!prepared.pageable && batchable(prepared, stream.has_value())) {
     if (small_copies_in_flight.load() > 0) return false;  // the planner offers it to the batcher
     counted = count_small_copy();                         // alone: straight to a stream

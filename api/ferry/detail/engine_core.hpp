@@ -5,6 +5,7 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 
 #include "ferry/detail/operation.hpp"
 #include "ferry/detail/transfer.hpp"
@@ -22,6 +24,35 @@
 
 namespace ferry {
 namespace detail {
+
+// One unit of the engine's count of small copies in flight (the planner batches a small copy only while
+// another is in flight), held by the transfer and given back with it. Move-only and allocation-free: a
+// small copy's count is taken on the submitting thread and given back on the bridge thread.
+class in_flight_count {
+ public:
+  in_flight_count() = default;
+  explicit in_flight_count(std::atomic<std::size_t>& count) noexcept : count_(&count) {
+    count.fetch_add(1, std::memory_order_relaxed);
+  }
+  in_flight_count(in_flight_count&& other) noexcept : count_(std::exchange(other.count_, nullptr)) {}
+  in_flight_count& operator=(in_flight_count&& other) noexcept {
+    if (this != &other) {
+      reset();
+      count_ = std::exchange(other.count_, nullptr);
+    }
+    return *this;
+  }
+  in_flight_count(const in_flight_count&) = delete;
+  in_flight_count& operator=(const in_flight_count&) = delete;
+  ~in_flight_count() { reset(); }
+
+  void reset() noexcept {
+    if (count_ != nullptr) std::exchange(count_, nullptr)->fetch_sub(1, std::memory_order_relaxed);
+  }
+
+ private:
+  std::atomic<std::size_t>* count_ = nullptr;
+};
 
 // A validated transfer, ready to start.
 struct prepared_transfer {
@@ -37,7 +68,7 @@ struct prepared_transfer {
   transfer_plan plan = transfer_plan::automatic;
   batch_path batching = batch_path::automatic;  // how it moves if batched (transfer_options::batching)
   std::shared_ptr<void> hold;  // kept until the GPU is done (a registration lease)
-  std::shared_ptr<void> counted;  // the engine's count of small copies in flight, released with the transfer
+  in_flight_count counted;  // the engine's count of small copies in flight, released with the transfer
   // Single-submission ops: puts the work on a stream. It is given the transfer itself, so that a plain
   // copy's enqueue keeps no state of its own and std::function holds it without an allocation.
   std::function<CUresult(const prepared_transfer&, CUstream)> enqueue;
