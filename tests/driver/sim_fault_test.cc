@@ -189,7 +189,8 @@ BOOST_AUTO_TEST_CASE(queries_racing_a_stream_failure_report_the_failure_never_su
     ferry::sim::reset_faults();
     BOOST_REQUIRE(sim().cuStreamDestroy(stream) == CUDA_SUCCESS);
   }
-  BOOST_TEST(wrong.empty(), "first wrong answer (CUDA_ERROR_ILLEGAL_ADDRESS is 700): " << (wrong.empty() ? "" : wrong[0]));
+  BOOST_TEST(wrong.empty(),
+             "first wrong answer (CUDA_ERROR_ILLEGAL_ADDRESS is 700): " << (wrong.empty() ? "" : wrong[0]));
   BOOST_TEST(sim().cuEventDestroy(recorded) == CUDA_SUCCESS);
   BOOST_TEST(sim().cuMemFree(device) == CUDA_SUCCESS);
 }
