@@ -13,18 +13,20 @@ namespace ferry::detail {
 
 void engine_core::impl::run_single(std::shared_ptr<operation> op, std::uint64_t sequence,
                                    std::shared_ptr<prepared_transfer> transfer, CUstream stream, bool sequenced) {
-  auto finished_submitting = [&] {
+  // Never reached the stream: nothing to wait for. The transfer's hold on the engine (its count of small
+  // copies in flight) goes before the op completes: once it has, the engine may be destroyed.
+  auto never_submitted = [&] {
     if (sequenced) sequencer.done(stream);
-  };
-  if (op->cancel_requested()) {  // never reached the stream: nothing to wait for
-    finished_submitting();
+    transfer->counted.reset();
     complete(op, sequence);
+  };
+  if (op->cancel_requested()) {
+    never_submitted();
     return;
   }
   if (int status = sticky.load(); status != CUDA_SUCCESS) {
     fail(op, static_cast<CUresult>(status), where(*transfer, stream) + " (not submitted: the context failed earlier)");
-    finished_submitting();
-    complete(op, sequence);
+    never_submitted();
     return;
   }
   submission submitted = enqueue_and_arm(*transfer, stream);

@@ -21,6 +21,7 @@
 #include <boost/asio/use_future.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -290,6 +291,41 @@ BOOST_AUTO_TEST_CASE(a_use_future_result_is_handed_over_before_the_engine_io_con
   BOOST_TEST((moved.wait_for(std::chrono::seconds(10)) == std::future_status::ready));
   BOOST_TEST(moved.get() == slow_count * 4);
   BOOST_TEST(same_bytes(read_back(destination.get(), slow_count), values));
+}
+
+// A deferred op is a value: launched as an lvalue it copies what it was given (the checked transfer
+// among it), so it can be launched again; each launch is a transfer of its own, and a small pinned poke
+// holds a unit of the engine's count of small copies in flight while it moves.
+BOOST_AUTO_TEST_CASE(a_deferred_op_launched_as_an_lvalue_moves_its_bytes_each_time) {
+  constexpr std::size_t count = 1024;
+  const auto values = random_vector<std::uint32_t>(count, 79);
+  auto source = pinned_buffer<std::uint32_t>::allocate(count);
+  std::copy(values.begin(), values.end(), source.data());
+  auto destination = gpu.allocate<std::uint32_t>(count);
+  auto op = gpu.poke(pinned_span(host_ptr<const std::uint32_t>(source.get()), count), destination.get(),
+                     asio::deferred);
+  for (int launch = 0; launch < 3; ++launch) {
+    std::vector<std::uint32_t> poison(count);
+    ferry::testing::poison_fill(std::span(poison));
+    poke_array(count, poison.data(), destination.get());
+    std::size_t moved = 0;
+    op([&](boost::system::error_code error, std::size_t bytes) {
+      BOOST_TEST(!error);
+      moved = bytes;
+    });
+    BOOST_TEST(ferry::testing::run_until(io, [&] { return moved != 0; }));
+    BOOST_TEST(moved == count * 4);
+    BOOST_TEST(same_bytes(read_back(destination.get(), count), values));
+  }
+  // Every launch gave its unit of the count back. Two launched back to back are then a lone copy and one
+  // that finds at most that copy in flight: neither is coalesced. (With units left over, the first would
+  // be offered to the batcher too, and the second, close behind, would join it.)
+  std::future<std::size_t> first = op(asio::use_future);
+  std::future<std::size_t> second = std::move(op)(asio::use_future);
+  BOOST_TEST(first.get() == count * 4);
+  BOOST_TEST(second.get() == count * 4);
+  BOOST_TEST(gpu.plan_counts().batched == 0u);
+  BOOST_TEST(same_bytes(read_back(destination.get(), count), values));
 }
 
 // use_promise binds the promise to the initiation's associated executor: the engine's, as for Asio's

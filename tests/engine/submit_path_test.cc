@@ -220,6 +220,32 @@ BOOST_AUTO_TEST_CASE(a_lone_small_pinned_poke_given_no_stream_allocates_nothing_
   BOOST_TEST(every_byte_arrived());
 }
 
+// The unit a small copy holds in the engine's count of copies in flight: one per holder, a copy of a
+// holder taking a unit of its own, a move handing the unit over, each given back exactly once.
+BOOST_AUTO_TEST_CASE(an_in_flight_count_holds_one_unit_per_holder) {
+  std::atomic<std::size_t> count{0};
+  {
+    detail::in_flight_count first(count);
+    BOOST_TEST(count.load() == 1u);
+    {
+      detail::in_flight_count copied = first;
+      BOOST_TEST(count.load() == 2u);
+      detail::in_flight_count moved = std::move(copied);
+      BOOST_TEST(count.load() == 2u);
+      moved = first;  // gives its own unit back, takes another
+      BOOST_TEST(count.load() == 2u);
+      detail::in_flight_count empty;
+      moved = std::move(empty);
+      BOOST_TEST(count.load() == 1u);
+    }
+    BOOST_TEST(count.load() == 1u);
+    first.reset();
+    BOOST_TEST(count.load() == 0u);
+    first.reset();  // given back once only
+  }
+  BOOST_TEST(count.load() == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(completions_of_one_stream_arrive_in_submission_order_with_every_byte) {
   for (completion_mark marks : both_marks) {
     scramble_destination();

@@ -26,15 +26,15 @@ namespace ferry {
 namespace detail {
 
 // One unit of the engine's count of small copies in flight (the planner batches a small copy only while
-// another is in flight), held by the transfer and given back with it. Move-only and allocation-free: a
-// small copy's count is taken on the submitting thread and given back on the bridge thread.
+// another is in flight), held by the transfer and given back with it. Allocation-free: a small copy's
+// count is taken on the submitting thread and given back on the bridge thread. A copy holds a unit of
+// its own, so that a prepared transfer stays copyable (a deferred op launched as an lvalue copies it).
 class in_flight_count {
  public:
   in_flight_count() = default;
-  explicit in_flight_count(std::atomic<std::size_t>& count) noexcept : count_(&count) {
-    count.fetch_add(1, std::memory_order_relaxed);
-  }
+  explicit in_flight_count(std::atomic<std::size_t>& count) noexcept : count_(&count) { take(); }
   in_flight_count(in_flight_count&& other) noexcept : count_(std::exchange(other.count_, nullptr)) {}
+  in_flight_count(const in_flight_count& other) noexcept : count_(other.count_) { take(); }
   in_flight_count& operator=(in_flight_count&& other) noexcept {
     if (this != &other) {
       reset();
@@ -42,8 +42,14 @@ class in_flight_count {
     }
     return *this;
   }
-  in_flight_count(const in_flight_count&) = delete;
-  in_flight_count& operator=(const in_flight_count&) = delete;
+  in_flight_count& operator=(const in_flight_count& other) noexcept {
+    if (this != &other) {
+      reset();
+      count_ = other.count_;
+      take();
+    }
+    return *this;
+  }
   ~in_flight_count() { reset(); }
 
   void reset() noexcept {
@@ -51,6 +57,10 @@ class in_flight_count {
   }
 
  private:
+  void take() noexcept {
+    if (count_ != nullptr) count_->fetch_add(1, std::memory_order_relaxed);
+  }
+
   std::atomic<std::size_t>* count_ = nullptr;
 };
 

@@ -162,6 +162,10 @@ CUresult cuEventElapsedTime(float* pMilliseconds, CUevent hStart, CUevent hEnd) 
   std::shared_ptr<record_point> to = end->last();
   if (from == nullptr || to == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (!from->reached() || !to->reached()) return CUDA_ERROR_NOT_READY;
+  // Asked again, as cuEventQuery does: the records may be reached only because a failure met meanwhile
+  // let the work before them be skipped.
+  FERRY_SIM_TRY(start->owner().sticky());
+  FERRY_SIM_TRY(end->owner().sticky());
   *pMilliseconds = std::chrono::duration<float, std::milli>(to->when() - from->when()).count();
   return CUDA_SUCCESS;
 }
