@@ -2,6 +2,8 @@
 // submission and bridge, alone and leaving one piece out; then the pieces of its bookkeeping one by one,
 // each a fresh instance beside the core's, and the raw calls they wrap, timed the same way.
 #include <atomic>
+#include <cstdint>
+#include <functional>
 #include <future>
 #include <memory>
 #include <optional>
@@ -98,6 +100,38 @@ std::vector<row> engine_core_rows(submit_fixture& f) {
   };
   std::atomic<bool> finished{false};
   const auto settle = [&] { spin_until(finished); };
+  // Rounds whose stream waits on a word of host memory until the round is over: nothing completes while
+  // they are timed, so the engine's threads touch none of the lines the submissions write. Beside the
+  // ungated loop, the difference is what completions running beside the submissions cost them. Rounds
+  // are short: work queued behind the wait fills the stream's command queue, and a full queue would
+  // block the submitting thread, which is the one that opens the gate.
+  constexpr int gated_calls = 64;
+  void* gate_word = nullptr;
+  CUdeviceptr gate_device = 0;
+  // The gate's word, and a line further on, a word for the raw rows' flag writes.
+  check(f.raw.cuMemHostAlloc(&gate_word, 128, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE),
+        "cuMemHostAlloc");
+  check(f.raw.cuMemHostGetDevicePointer(&gate_device, gate_word, 0), "cuMemHostGetDevicePointer");
+  auto* gate = static_cast<volatile std::uint32_t*>(gate_word);
+  *gate = 0;
+  auto gated = [&](std::function<void(int)> body) {
+    return per_call_us(gated_calls, 9, 2, [&](int i) {
+      if (i == 0) check(f.raw.cuStreamWaitValue32(f.s.get(), gate_device, 1, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue32");
+      body(i);
+    }, [&] {
+      *gate = 1;
+      drain();
+      *gate = 0;
+    });
+  };
+  const CUdeviceptr flag_device = gate_device + 64;
+  auto raw_copy_and_flag = [&](int i) {
+    f.copy(i);
+    f.raw.cuStreamWriteValue32(f.s.get(), flag_device, static_cast<cuuint32_t>(i + 1), 0);
+  };
+  auto start_no_handler = [&](detail::prepared_transfer transfer) {
+    core.start(std::make_shared<detail::operation>(std::make_unique<no_handler>()), std::move(transfer), f.s.get());
+  };
   std::vector<row> rows = measure_all({
       {"engine core: prepare_copy (argument checks)", [&] { return per_call([&](int i) { (void)prepare(i); }, [] {}); }},
       {"engine core: prepare_copy + start", [&] {
@@ -105,6 +139,16 @@ std::vector<row> engine_core_rows(submit_fixture& f) {
            core.start(std::make_shared<detail::operation>(std::make_unique<no_handler>()), prepare(i), f.s.get());
          }, drain);
        }},
+      {"engine core: prepare_copy + start, 64 a round, stream held until the round ends (nothing completes)",
+       [&] { return gated([&](int i) { start_no_handler(prepare(i)); }); }},
+      {"engine core: start without the copy, 64 a round, stream held (nothing completes)",
+       [&] { return gated([&](int i) { start_no_handler(no_copy(i)); }); }},
+      {"engine core: prepare_copy + start, 64 a round, stream free", [&] {
+         return per_call_us(gated_calls, 9, 2, [&](int i) { start_no_handler(prepare(i)); }, drain);
+       }},
+      {"cuMemcpyHtoDAsync + cuStreamWriteValue32, 64 a round, stream held", [&] { return gated(raw_copy_and_flag); }},
+      {"cuMemcpyHtoDAsync + cuStreamWriteValue32, 64 a round, stream free",
+       [&] { return per_call_us(gated_calls, 9, 2, raw_copy_and_flag, drain); }},
       {"engine core: prepare_copy + start, alone (median of single calls)",
        [&] { return isolated_us([&](int i) { start_raising(core, finished, prepare(i), f.s.get()); }, settle); }},
       {"engine core: start without the copy, alone (median of single calls)",
@@ -120,6 +164,7 @@ std::vector<row> engine_core_rows(submit_fixture& f) {
          }, [] {});
        }},
   });
+  f.raw.cuMemFreeHost(gate_word);
   // The bookkeeping's rows run beside this core, as the engine's pieces do.
   const std::vector<row> pieces = bookkeeping_rows(f);
   rows.insert(rows.end(), pieces.begin(), pieces.end());

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "ferry/detail/engine_core.hpp"
+#include "ferry/detail/engine_initiation.hpp"
 #include "ferry/marshal.hpp"
 #include "tests/support/device_fixture.hpp"
 #include "tests/support/io_helpers.hpp"
@@ -165,6 +166,38 @@ BOOST_AUTO_TEST_CASE(an_abandoned_coroutine_frame_does_not_free_engine_resources
   auto again = random_vector<std::uint32_t>(count, 404);
   BOOST_TEST(gpu.poke(std::span<const std::uint32_t>(again), destination.get(), asio::use_future).get() == count * 4);
   BOOST_TEST(same_bytes(peek_list_array(count, destination.get()), again));
+}
+
+BOOST_AUTO_TEST_CASE(an_op_completed_on_another_thread_lives_until_its_handler_has_run) {
+  // The completing thread (the engine's poller, here a thread of the test) lets go of the op once it has
+  // handed the handler over; the handler keeps the op until it has run on its executor, so that the op is
+  // freed there (where a coroutine allocated it), not on the completing thread.
+  asio::io_context io;
+  auto core = std::make_shared<detail::engine_core>(engine_options{});
+  std::weak_ptr<detail::operation> watched;
+  bool alive_in_handler = false;
+  std::size_t delivered = 0;
+  {
+    auto op = detail::make_operation(
+        [&](boost::system::error_code error, std::size_t bytes) {
+          BOOST_TEST(!error);
+          delivered = bytes;
+          alive_in_handler = !watched.expired();
+        },
+        detail::deliver_bytes{}, io.get_executor(), core);
+    watched = op;
+    op->add_bytes(4096);
+    std::thread completing([op = std::move(op)]() mutable {
+      BOOST_TEST(op->finish());
+      op.reset();
+    });
+    completing.join();
+  }
+  BOOST_TEST(!watched.expired());  // held by the handler waiting in the io_context's queue
+  io.run();
+  BOOST_TEST(delivered == 4096u);
+  BOOST_TEST(alive_in_handler);
+  BOOST_TEST(watched.expired());  // gone with the handler, on this thread
 }
 
 BOOST_AUTO_TEST_CASE(an_op_that_cannot_be_made_after_its_work_is_queued_leaves_no_memory_in_use) {

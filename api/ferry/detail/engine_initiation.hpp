@@ -62,8 +62,11 @@ template <class Handler, class Deliver>
 std::shared_ptr<operation> make_operation(Handler handler, Deliver deliver, const boost::asio::any_io_executor& executor,
                                           const std::shared_ptr<engine_core>& core) {
   auto slot = boost::asio::get_associated_cancellation_slot(handler);
-  auto op = std::make_shared<operation>(std::make_unique<handler_completion<Handler, Deliver>>(
-      std::move(handler), executor, std::move(deliver), core->executor_spin()));
+  auto done = std::make_unique<handler_completion<Handler, Deliver>>(std::move(handler), executor, std::move(deliver),
+                                                                      core->executor_spin());
+  handler_completion<Handler, Deliver>& completion = *done;
+  auto op = std::make_shared<operation>(std::move(done));
+  completion.set_owner(op);
   if (slot.is_connected()) {
     slot.assign([weak_op = std::weak_ptr(op), weak_core = std::weak_ptr(core)](boost::asio::cancellation_type type) {
       if ((type & (boost::asio::cancellation_type::terminal | boost::asio::cancellation_type::partial)) ==

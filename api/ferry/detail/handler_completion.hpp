@@ -88,6 +88,12 @@ class handler_completion final : public completion, public pending_handlers::ent
     if (spare_delivery_) prefetch_for_write(spare_delivery_.get(), sizeof(delivery_of));
   }
 
+  // The op that owns this completion. The handler, once handed to its executor, keeps the op alive until
+  // it has run: the op is then freed on the thread that runs handlers (in a coroutine's case, the
+  // thread that allocated it), not on the thread that learnt of the completion. Freeing on another
+  // thread than the allocating one makes each op's memory travel between the threads' allocator caches.
+  void set_owner(const std::shared_ptr<operation>& owner) noexcept { owner_ = owner; }
+
   void abandon() noexcept override {
     no_longer_owed();
     handler_.reset();
@@ -100,7 +106,7 @@ class handler_completion final : public completion, public pending_handlers::ent
     std::lock_guard lock(registry_->mutex);
     // Gone from the registry: the context shut down and destroyed the handler already.
     if (!registry_->unlink(this)) return;
-    bound_handler run{std::move(*handler_), std::move(*work_), std::move(deliver_), error, bytes};
+    bound_handler run{owner_.lock(), std::move(*handler_), std::move(*work_), std::move(deliver_), error, bytes};
     handler_.reset();
     work_.reset();
     hand_over(std::move(run));
@@ -116,6 +122,7 @@ class handler_completion final : public completion, public pending_handlers::ent
   // ferry installed stays harmless once the op has completed (it holds the op weakly, and a completed
   // op ignores requests), as Asio's own operations leave theirs.
   struct bound_handler {
+    std::shared_ptr<operation> owner;  // first: released last, after the handler's members
     Handler handler;
     work_type work;
     Deliver deliver;
@@ -180,6 +187,7 @@ class handler_completion final : public completion, public pending_handlers::ent
 
   executor_type executor_;
   std::shared_ptr<pending_handlers::registry> registry_;
+  std::weak_ptr<operation> owner_;
   std::optional<Handler> handler_;
   std::optional<work_type> work_;
   std::optional<io_work_type> io_work_;
