@@ -10,6 +10,7 @@
 #include <string>
 
 #include "engine/async/process_exit.hpp"
+#include "engine/driver/context_releases.hpp"
 #include "engine/errors/check.hpp"
 #include "engine/transfer/plans.hpp"
 #include "engine/transfer/stream_names.hpp"
@@ -162,6 +163,8 @@ engine_core::impl::~impl() {
   registrations.reset();
   for (CUstream stream : pool) driver.cuStreamDestroy(stream);
   driver.cuDevicePrimaryCtxRelease(device);
+  // The engine's hold may have been the last on the context: if so, its memory went with it.
+  note_context_released();
 }
 
 void engine_core::impl::post_work(std::function<void()> work) {

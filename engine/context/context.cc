@@ -2,6 +2,7 @@
 #include <string>
 #include <utility>
 
+#include "engine/driver/context_releases.hpp"
 #include "engine/driver/driver_table.hpp"
 #include "ferry/context.hpp"
 #include "engine/errors/check.hpp"
@@ -82,6 +83,8 @@ void context::reset() noexcept {
     driver.cuCtxDestroy(handle_);
   }
   handle_ = nullptr;
+  // The context may be gone, and its memory with it.
+  detail::note_context_released();
 }
 
 context_guard::context_guard(context_ref context) {

@@ -2,6 +2,7 @@
 
 #include "engine/driver/driver_table.hpp"
 #include "engine/memory/known_ranges.hpp"
+#include "engine/memory/own_ranges.hpp"
 #include "engine/errors/check.hpp"
 #include "ferry/detail/memory.hpp"
 
@@ -56,11 +57,13 @@ void* malloc_host(std::string_view operation, std::size_t count, std::size_t ele
     throw_cuda_error(status, "cuMemHostAlloc", describe_request(operation, count, element_size),
                      std::source_location::current());
   }
+  remember_own_range(address_of(pointer), bytes);
   return pointer;
 }
 
 void free_host(std::string_view operation, void* pointer) {
   if (pointer == nullptr) throw_invalid_argument(operation, "pointer is a null pointer");
+  forget_own_range(address_of(pointer));
   CUresult status = in_owner_context(address_of(pointer), [&] { return driver().cuMemFreeHost(pointer); });
   if (status == CUDA_ERROR_INVALID_VALUE) {
     throw_invalid_argument(operation, "pointer " + hex(pointer) +
@@ -70,6 +73,7 @@ void free_host(std::string_view operation, void* pointer) {
 }
 
 void free_host_nothrow(void* pointer) noexcept {
+  forget_own_range(address_of(pointer));
   in_owner_context(address_of(pointer), [&] { return driver().cuMemFreeHost(pointer); });
 }
 
@@ -89,11 +93,13 @@ void* register_host(std::string_view operation, void* pointer, std::size_t count
     throw_cuda_error(status, "cuMemHostRegister", hex(pointer) + ", " + describe_request(operation, count, element_size),
                      std::source_location::current());
   }
+  remember_own_range(address_of(pointer), bytes);
   return pointer;
 }
 
 void unregister_host(std::string_view operation, void* pointer) {
   if (pointer == nullptr) throw_invalid_argument(operation, "pointer is a null pointer");
+  forget_own_range(address_of(pointer));
   CUresult status = in_owner_context(address_of(pointer), [&] { return driver().cuMemHostUnregister(pointer); });
   if (status == CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED) {
     throw_invalid_argument(operation, "pointer " + hex(pointer) +
@@ -104,6 +110,7 @@ void unregister_host(std::string_view operation, void* pointer) {
 }
 
 void unregister_host_nothrow(void* pointer) noexcept {
+  forget_own_range(address_of(pointer));
   in_owner_context(address_of(pointer), [&] { return driver().cuMemHostUnregister(pointer); });
 }
 
@@ -115,6 +122,7 @@ CUdeviceptr malloc_device(std::string_view operation, std::size_t count, std::si
     throw_cuda_error(status, "cuMemAlloc", describe_request(operation, count, element_size),
                      std::source_location::current());
   }
+  remember_own_range(pointer, bytes);
   return pointer;
 }
 
@@ -131,6 +139,7 @@ CUdeviceptr malloc_managed(std::string_view operation, std::size_t count, std::s
     throw_cuda_error(status, "cuMemAllocManaged", describe_request(operation, count, element_size),
                      std::source_location::current());
   }
+  remember_own_range(pointer, bytes);
   return pointer;
 }
 
@@ -148,10 +157,12 @@ void free_device(std::string_view operation, CUdeviceptr pointer) {
     throw_invalid_argument(operation, "pointer " + hex(pointer) + " points inside the allocation that starts at " +
                                           hex(base) + "; free takes the start of an allocation");
   }
+  forget_own_range(pointer);
   check(in_owner_context(pointer, [&] { return driver().cuMemFree(pointer); }), "cuMemFree", hex(pointer));
 }
 
 void free_device_nothrow(CUdeviceptr pointer) noexcept {
+  forget_own_range(pointer);
   in_owner_context(pointer, [&] { return driver().cuMemFree(pointer); });
 }
 

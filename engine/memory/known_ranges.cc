@@ -5,6 +5,7 @@
 
 #include "engine/driver/driver_table.hpp"
 #include "engine/errors/check.hpp"
+#include "engine/memory/own_ranges.hpp"
 
 namespace ferry::detail {
 namespace {
@@ -44,6 +45,11 @@ std::optional<known_range> range_known_to_driver(std::uintptr_t address) noexcep
   return std::nullopt;
 }
 
+std::optional<known_range> known_range_of(std::uintptr_t address) noexcept {
+  if (std::optional<known_range> own = own_range(address)) return own;
+  return range_known_to_driver(address);
+}
+
 bool is_device_only_memory(std::uintptr_t address) noexcept {
   const auto& driver = detail::driver();
   unsigned type = 0, managed = 0;
@@ -62,7 +68,7 @@ void check_side(std::string_view operation, const endpoint& side, std::size_t of
     throw_invalid_argument(operation, argument + " is a null pointer");
   }
   if (side.kind == memory_kind::pageable_host || bytes == 0) return;
-  const std::optional<known_range> range = range_known_to_driver(side.address);
+  const std::optional<known_range> range = known_range_of(side.address);
   if (!range) {
     throw_invalid_argument(operation, argument + " " + hex(side.address) + " is not " +
                                           std::string(kind_name(side.kind)) + " the driver knows (" +

@@ -44,7 +44,7 @@ class known_allocations {
     const std::string argument = block_argument(index, side);
     check_side(operation, endpoint{kind, address, argument}, 0, bytes);  // throws for null, unknown or short ranges
     if (bytes == 0) return;
-    if (std::optional<known_range> range = range_known_to_driver(address)) {
+    if (std::optional<known_range> range = known_range_of(address)) {
       if (ranges_.size() == most_remembered) ranges_.pop_back();
       ranges_.insert(ranges_.begin(), *range);
     }

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "ferry/context.hpp"
+#include "ferry/stream.hpp"
 #include "tests/support/device_fixture.hpp"
 #include "tests/support/expect_error.hpp"
 #include "tests/support/random_bytes.hpp"
@@ -202,6 +204,43 @@ BOOST_AUTO_TEST_CASE(freed_device_memory_is_unknown_to_later_copies) {
   free(p);
   std::vector<std::uint32_t> host(10);
   expect_error<std::invalid_argument>([&] { poke_array(10, host.data(), p); },
+                                      {"poke_array: destination", "is not device memory the driver knows"});
+}
+
+BOOST_AUTO_TEST_CASE(memory_freed_after_copies_used_it_is_unknown_to_later_copies) {
+  // ferry remembers the ranges it allocated, so that checks need not ask the driver; a range it freed
+  // is forgotten, also by a thread that found it for an earlier copy.
+  const auto values = random_vector<std::uint32_t>(10, 158);
+  device_ptr<std::uint32_t> device = malloc_array<std::uint32_t>(10);
+  host_ptr<std::uint32_t> pinned = malloc_host_array<std::uint32_t>(alloc_flags::none, 10);
+  poke_array(10, values.data(), device);
+  stream s = stream::create();
+  peek_array_async(10, device_ptr<const std::uint32_t>(device), pinned, s);
+  s.synchronize();
+  BOOST_TEST(std::vector<std::uint32_t>(pinned.get(), pinned.get() + 10) == values);
+  free(device);
+  expect_error<std::invalid_argument>([&] { poke_array(10, values.data(), device); },
+                                      {"poke_array: destination", "is not device memory the driver knows"});
+  device_ptr<std::uint32_t> other = malloc_array<std::uint32_t>(10);
+  free_host(pinned);
+  expect_error<std::invalid_argument>(
+      [&] { poke_array_async(10, host_ptr<const std::uint32_t>(pinned), other, s); },
+      {"poke_array_async: source", "is not page-locked host memory the driver knows"});
+  free(other);
+}
+
+BOOST_AUTO_TEST_CASE(memory_of_a_destroyed_context_is_unknown_to_later_copies) {
+  // Destroying a context frees its memory without a free of each allocation: ferry forgets those ranges.
+  const auto values = random_vector<std::uint32_t>(16, 159);
+  device_ptr<std::uint32_t> device;
+  {
+    context own = context::create(ferry::device::get(0));
+    context_guard current(own);
+    device = malloc_array<std::uint32_t>(16);
+    poke_array(16, values.data(), device);
+    BOOST_TEST(peek_list_array(16, device_ptr<const std::uint32_t>(device)) == values);
+  }
+  expect_error<std::invalid_argument>([&] { poke_array(16, values.data(), device); },
                                       {"poke_array: destination", "is not device memory the driver knows"});
 }
 
