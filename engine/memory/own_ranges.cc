@@ -8,19 +8,13 @@
 #include <shared_mutex>
 
 #include "engine/driver/context_releases.hpp"
-#include "engine/driver/driver_table.hpp"
 
 namespace ferry::detail {
 namespace {
 
-struct own_allocation {
-  std::size_t size;
-  CUcontext context;  // current when it was made: the memory goes when this context is destroyed
-};
-
 struct record {
   std::shared_mutex mutex;
-  std::map<std::uintptr_t, own_allocation> ranges;  // by base
+  std::map<std::uintptr_t, std::size_t> sizes;  // by base
   // Raised each time a range is forgotten: the threads' caches hold only ranges found since the value
   // they saw.
   std::atomic<std::uint64_t> generation{0};
@@ -47,34 +41,20 @@ bool holds(const known_range& range, std::uintptr_t address) noexcept {
 }
 
 // Forgets each range the driver no longer knows as it was remembered, once per count of contexts
-// released.
+// released. Every range is asked about: a context's handle may be reused by a context made since, so no
+// range can stand for the others of its context. Releases are rare beside ops.
 void recheck(record& r) noexcept {
   std::unique_lock lock(r.mutex);
   const std::uint64_t released = contexts_released();
   if (r.checked_at_release.load(std::memory_order_relaxed) == released) return;  // another thread did
   r.checked_at_release.store(released, std::memory_order_release);
-  const auto still_known = [](std::uintptr_t base, const own_allocation& allocation) {
-    const std::optional<known_range> known = range_known_to_driver(base);
-    return known && known->base == base && known->size == allocation.size;
-  };
-  // One range of each context is asked about: a destroyed context took all its memory with it. The
-  // ranges of a context whose sample is gone are each asked about.
-  std::map<CUcontext, bool> alive;
-  try {
-    for (const auto& [base, allocation] : r.ranges) {
-      if (!alive.contains(allocation.context)) alive.emplace(allocation.context, still_known(base, allocation));
-    }
-  } catch (...) {
-    r.ranges.clear();  // forgetting is always safe: the driver is asked instead
-    r.generation.fetch_add(1, std::memory_order_acq_rel);
-    return;
-  }
   bool forgot = false;
-  for (auto it = r.ranges.begin(); it != r.ranges.end();) {
-    if (alive.at(it->second.context) || still_known(it->first, it->second)) {
+  for (auto it = r.sizes.begin(); it != r.sizes.end();) {
+    const std::optional<known_range> known = range_known_to_driver(it->first);
+    if (known && known->base == it->first && known->size == it->second) {
       ++it;
     } else {
-      it = r.ranges.erase(it);
+      it = r.sizes.erase(it);
       forgot = true;
     }
   }
@@ -86,11 +66,9 @@ void recheck(record& r) noexcept {
 void remember_own_range(std::uintptr_t base, std::size_t size) noexcept {
   if (size == 0) return;
   record& r = shared_record();
-  CUcontext context = nullptr;
-  driver().cuCtxGetCurrent(&context);
   try {
     std::unique_lock lock(r.mutex);
-    r.ranges.insert_or_assign(base, own_allocation{size, context});
+    r.sizes.insert_or_assign(base, size);
   } catch (...) {
     // Not remembered: the driver is asked about it instead.
   }
@@ -99,7 +77,7 @@ void remember_own_range(std::uintptr_t base, std::size_t size) noexcept {
 void forget_own_range(std::uintptr_t base) noexcept {
   record& r = shared_record();
   std::unique_lock lock(r.mutex);
-  if (r.ranges.erase(base) != 0) r.generation.fetch_add(1, std::memory_order_acq_rel);
+  if (r.sizes.erase(base) != 0) r.generation.fetch_add(1, std::memory_order_acq_rel);
 }
 
 std::optional<known_range> own_range(std::uintptr_t address) noexcept {
@@ -115,10 +93,10 @@ std::optional<known_range> own_range(std::uintptr_t address) noexcept {
     if (holds(range, address)) return range;
   }
   std::shared_lock lock(r.mutex);
-  auto after = r.ranges.upper_bound(address);
-  if (after == r.ranges.begin()) return std::nullopt;
-  const auto& [base, allocation] = *std::prev(after);
-  const known_range range{base, allocation.size};
+  auto after = r.sizes.upper_bound(address);
+  if (after == r.sizes.begin()) return std::nullopt;
+  const auto& [base, size] = *std::prev(after);
+  const known_range range{base, size};
   if (!holds(range, address)) return std::nullopt;
   // Cached under the generation read before the lookup: a range forgotten since is dropped at the next
   // look, which sees the raised generation.
