@@ -116,7 +116,9 @@ std::vector<row> engine_core_rows(submit_fixture& f) {
   *gate = 0;
   auto gated = [&](std::function<void(int)> body) {
     return per_call_us(gated_calls, 9, 2, [&](int i) {
-      if (i == 0) check(f.raw.cuStreamWaitValue32(f.s.get(), gate_device, 1, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue32");
+      if (i == 0) {
+        check(f.raw.cuStreamWaitValue32(f.s.get(), gate_device, 1, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue32");
+      }
       body(i);
     }, [&] {
       *gate = 1;

@@ -222,7 +222,8 @@ BOOST_AUTO_TEST_CASE(a_lone_small_pinned_poke_given_no_stream_allocates_nothing_
 
 // The argument checks find ferry's own allocations (a pinned_buffer, a device_buffer) in ferry's record of
 // them, without a pointer query to the driver per side per op.
-BOOST_AUTO_TEST_CASE(pokes_of_ferrys_own_allocations_ask_the_driver_nothing_about_their_pointers, *ferry::testing::only_on_sim()) {
+BOOST_AUTO_TEST_CASE(pokes_of_ferrys_own_allocations_ask_the_driver_nothing_about_their_pointers,
+                     *ferry::testing::only_on_sim()) {
   scramble_destination();
   asio::io_context io;
   engine gpu{io.get_executor()};
