@@ -45,10 +45,15 @@ std::optional<known_range> range_known_to_driver(std::uintptr_t address) noexcep
   return std::nullopt;
 }
 
+namespace {
+
+// The allocation holding `address`: from ferry's own record first, without a driver call.
 std::optional<known_range> known_range_of(std::uintptr_t address) noexcept {
   if (std::optional<known_range> own = own_range(address)) return own;
   return range_known_to_driver(address);
 }
+
+}  // namespace
 
 bool is_device_only_memory(std::uintptr_t address) noexcept {
   const auto& driver = detail::driver();
@@ -60,14 +65,15 @@ bool is_device_only_memory(std::uintptr_t address) noexcept {
   return driver.cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, address) == CUDA_SUCCESS && !managed;
 }
 
-void check_side(std::string_view operation, const endpoint& side, std::size_t offset, std::size_t bytes) {
+std::optional<known_range> check_side(std::string_view operation, const endpoint& side, std::size_t offset,
+                                      std::size_t bytes) {
   const std::string argument(side.argument);
   // An empty vector or span may have no storage: its null data() is fine when nothing is touched.
   // Device and page-locked pointers are named by the caller, never empty containers.
   if (side.address == 0 && !(side.kind == memory_kind::pageable_host && bytes == 0)) {
     throw_invalid_argument(operation, argument + " is a null pointer");
   }
-  if (side.kind == memory_kind::pageable_host || bytes == 0) return;
+  if (side.kind == memory_kind::pageable_host || bytes == 0) return std::nullopt;
   const std::optional<known_range> range = known_range_of(side.address);
   if (!range) {
     throw_invalid_argument(operation, argument + " " + hex(side.address) + " is not " +
@@ -90,6 +96,7 @@ void check_side(std::string_view operation, const endpoint& side, std::size_t of
                                           hex(end_of_allocation) + ") of " + std::to_string(range->size) +
                                           " bytes");
   }
+  return range;
 }
 
 void check_disjoint(std::string_view operation, std::uintptr_t a, std::uintptr_t b, std::size_t bytes) {

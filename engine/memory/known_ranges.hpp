@@ -19,15 +19,15 @@ struct known_range {
 // The allocation holding `address`, or nullopt when the driver knows no such memory.
 std::optional<known_range> range_known_to_driver(std::uintptr_t address) noexcept;
 
-// The same, first from the ranges ferry allocated or registered itself (own_ranges.hpp), without a
-// driver call; then from the driver.
-std::optional<known_range> known_range_of(std::uintptr_t address) noexcept;
-
 // Throws std::invalid_argument unless side.address is non-null (a null pageable one is accepted when
 // bytes is 0: an empty container), and, for device and pinned memory, unless
-// [address + offset, address + offset + bytes) lies inside one allocation the driver knows (known_range_of).
-// Pageable host memory cannot be checked beyond null.
-void check_side(std::string_view operation, const endpoint& side, std::size_t offset, std::size_t bytes);
+// [address + offset, address + offset + bytes) lies inside one allocation the driver knows:
+// first looked up in the ranges ferry allocated or registered itself (own_ranges.hpp), without a driver
+// call, then asked of the driver.
+// Pageable host memory cannot be checked beyond null. Returns the allocation found (none for pageable
+// memory or no bytes).
+std::optional<known_range> check_side(std::string_view operation, const endpoint& side, std::size_t offset,
+                                      std::size_t bytes);
 
 // Whether `address` is device memory that the host cannot read (device memory that is not managed).
 bool is_device_only_memory(std::uintptr_t address) noexcept;

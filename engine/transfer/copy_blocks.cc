@@ -42,9 +42,8 @@ class known_allocations {
                                        std::size_t bytes, std::size_t index, const char* side) {
     if (address != 0 && (bytes == 0 || holds(address, bytes))) return;
     const std::string argument = block_argument(index, side);
-    check_side(operation, endpoint{kind, address, argument}, 0, bytes);  // throws for null, unknown or short ranges
-    if (bytes == 0) return;
-    if (std::optional<known_range> range = known_range_of(address)) {
+    // Throws for null, unknown or short ranges.
+    if (std::optional<known_range> range = check_side(operation, endpoint{kind, address, argument}, 0, bytes)) {
       if (ranges_.size() == most_remembered) ranges_.pop_back();
       ranges_.insert(ranges_.begin(), *range);
     }
