@@ -1,12 +1,14 @@
-// Where a co_awaited 4 KiB poke's round trip goes: the time at which it reaches each stage of the
-// engine (ferry/detail/stage_trace.hpp, turned on here), median over 3,000 round trips, beside the raw
-// driver's round trip (cuMemcpyHtoDAsync + cuEventRecord, spin on cuEventQuery) in the same run. A
+// Where a co_awaited poke's round trip goes (4 KiB unless --bytes says): the time at which it reaches
+// each stage of the engine (ferry/detail/stage_trace.hpp, turned on here), median over 3,000 round trips,
+// beside the raw driver's round trips in the same run (cuMemcpyHtoDAsync, then cuEventRecord and a spin on
+// cuEventQuery, or cuStreamSynchronize as the size sweep's raw side waits). A
 // diagnostic: it prints its tables and writes no result file. The marks cost a clock read each (~40 ns
 // on the H200's host), so the traced round trip is a little longer than bench/engine_latency's.
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/system_error.hpp>
 
@@ -16,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <iostream>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -23,6 +26,7 @@
 
 #include "bench/harness/driver_check.hpp"
 #include "bench/harness/options.hpp"
+#include "tools/command_line/command_line.hpp"
 #include "engine/driver/driver_table.hpp"
 #include "ferry/detail/stage_trace.hpp"
 #include "ferry/engine.hpp"
@@ -35,9 +39,11 @@ using detail::stage_trace::stage;
 
 namespace {
 
-constexpr std::size_t small_bytes = 4096;
-constexpr int warm_up_trips = 1000;
-constexpr int measured_trips = 3000;
+int warm_up_trips = 1000;
+int measured_trips = 3000;
+// --pause-us: how long each round trip waits before it starts (the engine's threads then find its ops
+// after an idle time, as in a benchmark's trials or a service's sporadic requests).
+std::chrono::microseconds idle_pause{0};
 constexpr std::size_t stage_count = static_cast<std::size_t>(stage::count);
 
 constexpr const char* stage_names[stage_count] = {
@@ -53,19 +59,26 @@ double median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
+// The raw round trip: the copy, then an event recorded and queried until it is done, or (`synchronize`)
+// cuStreamSynchronize.
 double raw_round_trip_us(const detail::driver_table& raw, CUdeviceptr destination, const void* source,
-                         CUstream stream) {
+                         std::size_t bytes, CUstream stream, bool synchronize) {
   CUevent event = nullptr;
   bench::check(raw.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
   std::vector<double> samples;
   for (int i = 0; i < warm_up_trips + measured_trips; ++i) {
+    if (idle_pause.count() > 0) std::this_thread::sleep_for(idle_pause);
     const auto start = clock_type::now();
-    bench::check(raw.cuMemcpyHtoDAsync(destination, source, small_bytes, stream), "cuMemcpyHtoDAsync");
-    bench::check(raw.cuEventRecord(event, stream), "cuEventRecord");
-    CUresult status;
-    while ((status = raw.cuEventQuery(event)) == CUDA_ERROR_NOT_READY) {
+    bench::check(raw.cuMemcpyHtoDAsync(destination, source, bytes, stream), "cuMemcpyHtoDAsync");
+    if (synchronize) {
+      bench::check(raw.cuStreamSynchronize(stream), "cuStreamSynchronize");
+    } else {
+      bench::check(raw.cuEventRecord(event, stream), "cuEventRecord");
+      CUresult status;
+      while ((status = raw.cuEventQuery(event)) == CUDA_ERROR_NOT_READY) {
+      }
+      bench::check(status, "cuEventQuery");
     }
-    bench::check(status, "cuEventQuery");
     if (i < warm_up_trips) continue;
     samples.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - start).count());
   }
@@ -85,17 +98,23 @@ void record_stages(std::vector<std::vector<double>>& reached, std::int64_t start
 // Per stage, the microseconds from the co_await's start at which each round trip reached it (NaN: not
 // reached, e.g. a completion posted rather than handed to the mailbox).
 std::vector<std::vector<double>> traced_round_trips(engine& gpu, asio::io_context& io, const std::uint8_t* source,
-                                                   CUdeviceptr destination, std::optional<stream_ref> stream) {
+                                                   CUdeviceptr destination, std::size_t bytes,
+                                                   std::optional<stream_ref> stream) {
   std::vector<std::vector<double>> reached(stage_count);
   asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    asio::steady_timer idle(io);
     for (int i = 0; i < warm_up_trips + measured_trips; ++i) {
+      if (idle_pause.count() > 0) {
+        idle.expires_after(idle_pause);
+        co_await idle.async_wait(asio::use_awaitable);
+      }
       for (auto& at : detail::stage_trace::reached) at.store(0);
       const auto start = clock_type::now().time_since_epoch().count();
       if (stream) {
-        co_await gpu.poke(pinned_span(host_ptr<const std::uint8_t>(source), small_bytes), device_ptr<std::uint8_t>(destination),
+        co_await gpu.poke(pinned_span(host_ptr<const std::uint8_t>(source), bytes), device_ptr<std::uint8_t>(destination),
                           *stream, asio::use_awaitable);
       } else {
-        co_await gpu.poke(pinned_span(host_ptr<const std::uint8_t>(source), small_bytes), device_ptr<std::uint8_t>(destination),
+        co_await gpu.poke(pinned_span(host_ptr<const std::uint8_t>(source), bytes), device_ptr<std::uint8_t>(destination),
                           asio::use_awaitable);
       }
       detail::stage_trace::mark(stage::resumed);
@@ -112,16 +131,17 @@ std::vector<std::vector<double>> traced_round_trips(engine& gpu, asio::io_contex
 // spins on ("coroutine resumed" is then this thread seeing the flag).
 std::vector<std::vector<double>> traced_round_trips_from_another_thread(engine& gpu, asio::io_context& io,
                                                                        const std::uint8_t* source,
-                                                                       CUdeviceptr destination) {
+                                                                       CUdeviceptr destination, std::size_t bytes) {
   auto keep_running = asio::make_work_guard(io);
   std::thread io_thread([&] { io.run(); });
   std::vector<std::vector<double>> reached(stage_count);
   boost::system::error_code failure;
   for (int i = 0; i < warm_up_trips + measured_trips && !failure; ++i) {
+    if (idle_pause.count() > 0) std::this_thread::sleep_for(idle_pause);
     for (auto& at : detail::stage_trace::reached) at.store(0);
     const auto start = clock_type::now().time_since_epoch().count();
     std::atomic<bool> done{false};
-    gpu.poke(pinned_span(host_ptr<const std::uint8_t>(source), small_bytes), device_ptr<std::uint8_t>(destination),
+    gpu.poke(pinned_span(host_ptr<const std::uint8_t>(source), bytes), device_ptr<std::uint8_t>(destination),
              [&](boost::system::error_code error, std::size_t) {
                failure = error;
                done.store(true, std::memory_order_release);
@@ -138,8 +158,10 @@ std::vector<std::vector<double>> traced_round_trips_from_another_thread(engine& 
   return reached;
 }
 
-void print_table(const char* title, const std::vector<std::vector<double>>& reached, double raw_us) {
-  std::printf("\n%s (raw round trip in the same run: %.2f us)\n", title, raw_us);
+void print_table(const char* title, const std::vector<std::vector<double>>& reached, double raw_us,
+                 double raw_synchronized_us) {
+  std::printf("\n%s (raw round trip in the same run: %.2f us; with cuStreamSynchronize %.2f us)\n", title, raw_us,
+              raw_synchronized_us);
   std::printf("| stage | reached at, us (median) | since the stage before, us (median) |\n|---|---:|---:|\n");
   for (std::size_t k = 0; k < stage_count; ++k) {
     std::vector<double> since_before;  // since the latest stage before it that this round trip reached
@@ -162,48 +184,61 @@ void print_table(const char* title, const std::vector<std::vector<double>>& reac
 }  // namespace
 
 int main(int argc, char** argv) try {
-  bench::parse_no_flags(argc, argv,
-                        "Where a co_awaited 4 KiB poke's round trip goes, stage by stage, beside the raw\n"
-                        "driver's round trip (a diagnostic: prints tables, writes no report).");
+  std::size_t bytes = 4096;
+  tools::command_line command(bench::program_name(argv[0]),
+                              "Where a co_awaited poke's round trip goes, stage by stage, beside the raw\n"
+                              "driver's round trip (a diagnostic: prints tables, writes no report).");
+  command.number("bytes", bytes, "bytes each poke moves");
+  command.duration<std::chrono::microseconds>("pause-us", idle_pause,
+                                              "microseconds each round trip waits before it starts (then 100 "
+                                              "round trips warm up and 1,000 are measured)");
+  command.parse_or_exit(argc, argv, std::cout);
+  if (bytes == 0) command.exit_with_usage_error("--bytes is 0; give at least one byte to move");
+  if (idle_pause.count() > 0) {
+    warm_up_trips = 100;
+    measured_trips = 1000;
+  }
   const auto& raw = detail::driver();
   const device gpu_device = device::get(0);
   context primary = context::primary(gpu_device);
   context_guard guard(primary);
-  auto source = pinned_buffer<std::uint8_t>::allocate(small_bytes);
-  auto destination = device_buffer<std::uint8_t>::allocate(small_bytes);
+  auto source = pinned_buffer<std::uint8_t>::allocate(bytes);
+  auto destination = device_buffer<std::uint8_t>::allocate(bytes);
   std::mt19937_64 generator(5);
-  for (std::size_t i = 0; i < small_bytes; ++i) source.data()[i] = static_cast<std::uint8_t>(generator());
+  for (std::size_t i = 0; i < bytes; ++i) source.data()[i] = static_cast<std::uint8_t>(generator());
   detail::stage_trace::enabled = true;
   std::printf("ferry stage_trace on the %s backend: %s\n", std::string(to_string(active_backend())).c_str(),
               gpu_device.name().c_str());
 
   // Every round trip poked the same random bytes: the destination, poisoned before each case, holds them.
   auto expect_poked_bytes = [&] {
-    std::vector<std::uint8_t> back(small_bytes);
-    bench::check(raw.cuMemcpyDtoH(back.data(), destination.get().get(), small_bytes), "cuMemcpyDtoH");
-    if (std::memcmp(back.data(), source.data(), small_bytes) != 0) throw std::runtime_error("the poked bytes differ");
+    std::vector<std::uint8_t> back(bytes);
+    bench::check(raw.cuMemcpyDtoH(back.data(), destination.get().get(), bytes), "cuMemcpyDtoH");
+    if (std::memcmp(back.data(), source.data(), bytes) != 0) throw std::runtime_error("the poked bytes differ");
   };
   stream raw_stream = stream::create();
-  const double raw_us = raw_round_trip_us(raw, destination.get().get(), source.data(), raw_stream.get());
+  const double raw_us = raw_round_trip_us(raw, destination.get().get(), source.data(), bytes, raw_stream.get(), false);
+  const double raw_synchronized_us =
+      raw_round_trip_us(raw, destination.get().get(), source.data(), bytes, raw_stream.get(), true);
   for (bool own_stream : {true, false}) {
     asio::io_context io(1);
     engine gpu{io.get_executor()};
     stream ferry_stream = stream::create();
-    bench::check(raw.cuMemsetD8(destination.get().get(), 0xA5, small_bytes), "cuMemsetD8");
-    const auto reached = traced_round_trips(gpu, io, source.data(), destination.get().get(),
+    bench::check(raw.cuMemsetD8(destination.get().get(), 0xA5, bytes), "cuMemsetD8");
+    const auto reached = traced_round_trips(gpu, io, source.data(), destination.get().get(), bytes,
                                             own_stream ? std::optional<stream_ref>(ferry_stream) : std::nullopt);
     expect_poked_bytes();
     print_table(own_stream ? "co_await poke, on a stream of its own" : "co_await poke, on a pool stream", reached,
-                raw_us);
+                raw_us, raw_synchronized_us);
   }
   {
     asio::io_context io(1);
     engine gpu{io.get_executor()};
-    bench::check(raw.cuMemsetD8(destination.get().get(), 0xA5, small_bytes), "cuMemsetD8");
-    const auto reached = traced_round_trips_from_another_thread(gpu, io, source.data(), destination.get().get());
+    bench::check(raw.cuMemsetD8(destination.get().get(), 0xA5, bytes), "cuMemsetD8");
+    const auto reached = traced_round_trips_from_another_thread(gpu, io, source.data(), destination.get().get(), bytes);
     expect_poked_bytes();
     print_table("poke from another thread, callback on the io thread raising a flag, pool stream (the size sweep's way)",
-                reached, raw_us);
+                reached, raw_us, raw_synchronized_us);
   }
   return 0;
 } catch (const std::exception& error) {

@@ -183,6 +183,14 @@ void completion_bridge::hand_over(entry* item) {
   release_count();
 }
 
+void completion_bridge::nudge() {
+  {
+    std::lock_guard lock(mutex_);
+    nudged_ = true;
+  }
+  wake_.notify_one();
+}
+
 void completion_bridge::release_count() {
   if (pending_count_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
     std::lock_guard lock(mutex_);  // drain() checks the count under the lock: no lost wake-up
@@ -277,7 +285,9 @@ bool completion_bridge::take_incoming() {
 void completion_bridge::park(std::optional<std::chrono::steady_clock::time_point> until) {
   std::unique_lock lock(mutex_);
   parked_.store(true, std::memory_order_seq_cst);
-  auto woken = [&] { return incoming_.load(std::memory_order_seq_cst) != nullptr || signalled_ || stopping_; };
+  auto woken = [&] {
+    return incoming_.load(std::memory_order_seq_cst) != nullptr || signalled_ || nudged_ || stopping_;
+  };
   if (until) {
     wake_.wait_until(lock, *until, woken);
   } else {
@@ -285,6 +295,8 @@ void completion_bridge::park(std::optional<std::chrono::steady_clock::time_point
   }
   parked_.store(false, std::memory_order_relaxed);
   signalled_ = false;
+  // Woken ahead of a hand-over: stay awake for it (the spin window counts from now).
+  if (std::exchange(nudged_, false)) last_activity_ = std::chrono::steady_clock::now();
 }
 
 bool completion_bridge::collect_finished(std::chrono::steady_clock::time_point now) {

@@ -97,6 +97,16 @@ class completion_bridge {
   void watch_armed(ticket armed, continuation done, warm_up warm);
   void watch_armed(ticket armed, continuation done) { watch_armed(std::move(armed), std::move(done), warm_up{}); }
 
+  // Work is about to be handed over: a parked bridge starts waking now, so that its wake-up (tens of
+  // microseconds on a virtual machine) overlaps the rest of the initiating call and the GPU's work
+  // rather than following the hand-over. Costs a load when the bridge is awake.
+  void expect_work() {
+    if (parked_.load(std::memory_order_relaxed)) nudge();
+  }
+
+  // Whether the bridge thread sleeps (idle for longer than spin_window, or backing off from old work).
+  bool parked() const noexcept { return parked_.load(std::memory_order_acquire); }
+
   // Blocks until nothing is watched.
   void drain();
 
@@ -141,6 +151,8 @@ class completion_bridge {
   static void CUDA_CB host_function_fired(void* user_data);
   // Hands an entry to the bridge thread.
   void hand_over(entry* item);
+  // Wakes a parked bridge, which then spins for spin_window as after activity.
+  void nudge();
   // One count of pending_count_ gone: wakes drain() when it was the last.
   void release_count();
   void run();
@@ -174,11 +186,15 @@ class completion_bridge {
   // Watched and not yet answered, plus one per hand_over still running (it touches the bridge after its
   // push): drain() waits for zero, so that the bridge is never destroyed under a submitter.
   std::atomic<std::size_t> pending_count_{0};
-  std::atomic<bool> parked_{false};  // the bridge thread sleeps (or is about to) on wake_: a submission must notify it
+  // The bridge thread sleeps (or is about to) on wake_: a submission must notify it. A line of its own:
+  // every initiating call reads it (expect_work), and the lines beside it change with each hand-over.
+  alignas(64) std::atomic<bool> parked_{false};
+  char parked_line_end_[64 - sizeof(std::atomic<bool>)];
   mutable std::mutex mutex_;         // for the sleeps on wake_ and drained_
   std::condition_variable wake_;
   std::condition_variable drained_;
   bool signalled_ = false;  // host_callback: a host function ran since the bridge last looked (under mutex_)
+  bool nudged_ = false;     // expect_work() woke the bridge before any hand-over (under mutex_)
   bool stopping_ = false;   // under mutex_
   std::atomic<bool> abandoned_{false};        // stop_for_exit: no more driver calls
   std::atomic<bool> stop_requested_{false};   // stopping_, readable without the lock

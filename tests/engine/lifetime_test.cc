@@ -1,7 +1,9 @@
 // Abandonment and shutdown: an io_context destroyed with ops in flight, an engine destroyed with ops in
-// flight. Nothing leaks, nothing is freed while the GPU still uses it, nothing waits forever.
+// flight. Nothing leaks, nothing is freed while the GPU still uses it, nothing waits forever. Where an
+// op's memory comes from (never the handler's allocator) and on which thread it goes.
 #include "ferry/engine.hpp"
 
+#include <boost/asio/bind_allocator.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -17,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -36,6 +39,35 @@ using ferry::testing::random_vector;
 using ferry::testing::same_bytes;
 
 namespace {
+
+// What a counting_allocator has handed out: in all, and not yet given back.
+struct allocation_counts {
+  std::atomic<int> made{0};
+  std::atomic<int> live{0};
+};
+
+// An allocator that counts its allocations, to see where an op's memory comes from and when it goes.
+template <class T>
+struct counting_allocator {
+  using value_type = T;
+  explicit counting_allocator(std::shared_ptr<allocation_counts> counts) : counts(std::move(counts)) {}
+  template <class U>
+  counting_allocator(const counting_allocator<U>& other) noexcept : counts(other.counts) {}
+  T* allocate(std::size_t n) {
+    counts->made.fetch_add(1);
+    counts->live.fetch_add(1);
+    return std::allocator<T>().allocate(n);
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+    counts->live.fetch_sub(1);
+    std::allocator<T>().deallocate(p, n);
+  }
+  template <class U>
+  bool operator==(const counting_allocator<U>& other) const noexcept {
+    return counts == other.counts;
+  }
+  std::shared_ptr<allocation_counts> counts;
+};
 
 // Counts destructions of what a handler holds, to see handlers destroyed rather than called.
 struct tracer {
@@ -168,21 +200,22 @@ BOOST_AUTO_TEST_CASE(an_abandoned_coroutine_frame_does_not_free_engine_resources
   BOOST_TEST(same_bytes(peek_list_array(count, destination.get()), again));
 }
 
-BOOST_AUTO_TEST_CASE(an_op_completed_on_another_thread_lives_until_its_handler_has_run) {
+BOOST_AUTO_TEST_CASE(an_op_completed_on_another_thread_is_freed_on_its_handlers_thread_before_the_handler_runs) {
   // The completing thread (the engine's poller, here a thread of the test) lets go of the op once it has
-  // handed the handler over; the handler keeps the op until it has run on its executor, so that the op is
-  // freed there (where a coroutine allocated it), not on the completing thread.
+  // handed the handler over; the handler keeps the op until it is about to run on its executor, so that
+  // the op is freed there (where a coroutine allocated it), not on the completing thread, and before the
+  // handler runs, as Asio frees an operation's memory.
   asio::io_context io;
   auto core = std::make_shared<detail::engine_core>(engine_options{});
   std::weak_ptr<detail::operation> watched;
-  bool alive_in_handler = false;
+  bool freed_before_handler = false;
   std::size_t delivered = 0;
   {
     auto op = detail::make_operation(
         [&](boost::system::error_code error, std::size_t bytes) {
           BOOST_TEST(!error);
           delivered = bytes;
-          alive_in_handler = !watched.expired();
+          freed_before_handler = watched.expired();
         },
         detail::deliver_bytes{}, io.get_executor(), core);
     watched = op;
@@ -196,8 +229,30 @@ BOOST_AUTO_TEST_CASE(an_op_completed_on_another_thread_lives_until_its_handler_h
   BOOST_TEST(!watched.expired());  // held by the handler waiting in the io_context's queue
   io.run();
   BOOST_TEST(delivered == 4096u);
-  BOOST_TEST(alive_in_handler);
-  BOOST_TEST(watched.expired());  // gone with the handler, on this thread
+  BOOST_TEST(freed_before_handler);
+}
+
+BOOST_AUTO_TEST_CASE(an_ops_state_never_comes_from_the_handlers_allocator) {
+  // Asio frees memory from a handler's associated allocator before it calls the handler, and its owner
+  // may destroy the allocator's arena then. The engine may hold an op's state after the handler has run
+  // (README, "Composition"), so that state comes from ferry's side (Asio's recycling allocator), never
+  // from the handler's allocator.
+  const auto values = random_vector<std::uint8_t>(1 << 16, 405);
+  auto device = device_buffer<std::uint8_t>::allocate(values.size());
+  asio::io_context io;
+  engine gpu{io.get_executor()};
+  auto counts = std::make_shared<allocation_counts>();
+  bool called = false;
+  gpu.poke(std::span<const std::uint8_t>(values), device.get(),
+           asio::bind_allocator(counting_allocator<void>(counts), [&](boost::system::error_code error, std::size_t bytes) {
+             BOOST_TEST(!error);
+             BOOST_TEST(bytes == values.size());
+             called = true;
+           }));
+  io.run();
+  BOOST_TEST(called);
+  BOOST_TEST(counts->made.load() == 0);
+  BOOST_TEST(same_bytes(peek_list_array(values.size(), device_ptr<const std::uint8_t>(device.get())), values));
 }
 
 BOOST_AUTO_TEST_CASE(an_op_that_cannot_be_made_after_its_work_is_queued_leaves_no_memory_in_use) {

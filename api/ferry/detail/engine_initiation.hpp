@@ -5,6 +5,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/cancellation_type.hpp>
+#include <boost/asio/recycling_allocator.hpp>
 #include <boost/system/error_code.hpp>
 
 #include <chrono>
@@ -55,20 +56,41 @@ struct deliver_vector {
   }
 };
 
+// An operation with its handler's completion inside it: the op, the completion and the shared_ptr's
+// count are one allocation.
+template <class Handler, class Deliver>
+class operation_with_handler final : public operation {
+ public:
+  operation_with_handler(Handler handler, const boost::asio::any_io_executor& executor, Deliver deliver,
+                         std::chrono::microseconds spin)
+      : completion_(std::move(handler), executor, std::move(deliver), spin) {
+    set_completion(completion_);
+  }
+  handler_completion<Handler, Deliver>& completion() noexcept { return completion_; }
+
+ private:
+  handler_completion<Handler, Deliver> completion_;
+};
+
 // The operation that owns `handler` until its completion runs it on `executor` (the handler's own when it
 // has one), and the handler's cancellation slot connected to it. The slot's handler holds the op and the
 // engine weakly: a request after completion, or after the engine is gone, does nothing.
+//
+// The op comes from Asio's recycling allocator (a block freed on a thread that runs an io_context is kept
+// in that thread's cache for the next op; an op is usually freed on the thread that runs its handler,
+// which in a coroutine's case is the one that started it), not from the handler's associated allocator:
+// the engine may hold an op after its handler has run (a batch that still carries a copy cancelled
+// before launch), and Asio's rule is that memory from the associated allocator is freed before the
+// handler is invoked.
 template <class Handler, class Deliver>
 std::shared_ptr<operation> make_operation(Handler handler, Deliver deliver, const boost::asio::any_io_executor& executor,
                                           const std::shared_ptr<engine_core>& core) {
   auto slot = boost::asio::get_associated_cancellation_slot(handler);
-  auto done = std::make_unique<handler_completion<Handler, Deliver>>(std::move(handler), executor, std::move(deliver),
-                                                                      core->executor_spin());
-  handler_completion<Handler, Deliver>& completion = *done;
-  auto op = std::make_shared<operation>(std::move(done));
-  completion.set_owner(op);
+  auto op = std::allocate_shared<operation_with_handler<Handler, Deliver>>(
+      boost::asio::recycling_allocator<void>(), std::move(handler), executor, std::move(deliver), core->executor_spin());
+  op->completion().set_owner(op);
   if (slot.is_connected()) {
-    slot.assign([weak_op = std::weak_ptr(op), weak_core = std::weak_ptr(core)](boost::asio::cancellation_type type) {
+    slot.assign([weak_op = std::weak_ptr<operation>(op), weak_core = std::weak_ptr(core)](boost::asio::cancellation_type type) {
       if ((type & (boost::asio::cancellation_type::terminal | boost::asio::cancellation_type::partial)) ==
           boost::asio::cancellation_type::none) {
         return;

@@ -89,8 +89,8 @@ class handler_completion final : public completion, public pending_handlers::ent
   }
 
   // The op that owns this completion. The handler, once handed to its executor, keeps the op alive until
-  // it has run: the op is then freed on the thread that runs handlers (in a coroutine's case, the
-  // thread that allocated it), not on the thread that learnt of the completion. Freeing on another
+  // it is about to run: the op is then freed on the thread that runs handlers (in a coroutine's case,
+  // the thread that allocated it), not on the thread that learnt of the completion. Freeing on another
   // thread than the allocating one makes each op's memory travel between the threads' allocator caches.
   void set_owner(const std::shared_ptr<operation>& owner) noexcept { owner_ = owner; }
 
@@ -130,7 +130,11 @@ class handler_completion final : public completion, public pending_handlers::ent
     std::size_t bytes;
     void operator()() {
       stage_trace::mark(stage_trace::stage::handler_runs);
-      deliver(std::move(handler), error, bytes);
+      // The op goes first (unless the engine still holds it), here on the handler's thread: its block is
+      // then free for the next op the handler starts.
+      Handler running = std::move(handler);
+      owner.reset();
+      deliver(std::move(running), error, bytes);
     }
   };
 

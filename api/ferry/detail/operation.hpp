@@ -35,7 +35,7 @@ class operation {
   // GPU's completion resolves one way only.
   enum class state : int { not_submitted, submitted, cancel_requested, completed };
 
-  explicit operation(std::unique_ptr<completion> done) : done_(std::move(done)) {}
+  explicit operation(std::unique_ptr<completion> done) : owned_done_(std::move(done)), done_(owned_done_.get()) {}
 
   // From the handler's cancellation slot (any thread). Returns true when the request was recorded.
   bool request_cancel() noexcept {
@@ -82,8 +82,15 @@ class operation {
   // else success. Returns false if it had completed already.
   bool finish();
 
+ protected:
+  // For an op that holds its completion as a member (one allocation for both): the derived class names
+  // it once that member is constructed.
+  operation() = default;
+  void set_completion(completion& done) noexcept { done_ = &done; }
+
  private:
-  std::unique_ptr<completion> done_;
+  std::unique_ptr<completion> owned_done_;  // empty when the derived op holds its completion
+  completion* done_ = nullptr;
   std::atomic<state> state_{state::not_submitted};
   std::atomic<std::size_t> bytes_{0};
   std::atomic<bool> failed_{false};  // error_ is set: finish() takes the mutex only then
