@@ -294,6 +294,7 @@ void completion_bridge::park(std::optional<std::chrono::steady_clock::time_point
     wake_.wait(lock, woken);
   }
   parked_.store(false, std::memory_order_relaxed);
+  wake_ups_.fetch_add(1, std::memory_order_release);
   signalled_ = false;
   // Woken ahead of a hand-over: stay awake for it (the spin window counts from now).
   if (std::exchange(nudged_, false)) last_activity_ = std::chrono::steady_clock::now();

@@ -99,13 +99,16 @@ class completion_bridge {
 
   // Work is about to be handed over: a parked bridge starts waking now, so that its wake-up (tens of
   // microseconds on a virtual machine) overlaps the rest of the initiating call and the GPU's work
-  // rather than following the hand-over. Costs a load when the bridge is awake.
+  // rather than following the hand-over. Costs a load when the bridge is awake, a system call (a few
+  // microseconds) when it is parked.
   void expect_work() {
     if (parked_.load(std::memory_order_relaxed)) nudge();
   }
 
-  // Whether the bridge thread sleeps (idle for longer than spin_window, or backing off from old work).
+  // Whether the bridge thread sleeps (idle for longer than spin_window, or backing off from old work), and
+  // how many times it has woken from such a sleep.
   bool parked() const noexcept { return parked_.load(std::memory_order_acquire); }
+  std::uint64_t wake_ups() const noexcept { return wake_ups_.load(std::memory_order_acquire); }
 
   // Blocks until nothing is watched.
   void drain();
@@ -187,7 +190,7 @@ class completion_bridge {
   // push): drain() waits for zero, so that the bridge is never destroyed under a submitter.
   std::atomic<std::size_t> pending_count_{0};
   // The bridge thread sleeps (or is about to) on wake_: a submission must notify it. A line of its own:
-  // every initiating call reads it (expect_work), and the lines beside it change with each hand-over.
+  // every fast-path submission reads it (expect_work), and the lines beside it change with each hand-over.
   alignas(64) std::atomic<bool> parked_{false};
   char parked_line_end_[64 - sizeof(std::atomic<bool>)];
   mutable std::mutex mutex_;         // for the sleeps on wake_ and drained_
@@ -195,6 +198,7 @@ class completion_bridge {
   std::condition_variable drained_;
   bool signalled_ = false;  // host_callback: a host function ran since the bridge last looked (under mutex_)
   bool nudged_ = false;     // expect_work() woke the bridge before any hand-over (under mutex_)
+  std::atomic<std::uint64_t> wake_ups_{0};  // returns from park()
   bool stopping_ = false;   // under mutex_
   std::atomic<bool> abandoned_{false};        // stop_for_exit: no more driver calls
   std::atomic<bool> stop_requested_{false};   // stopping_, readable without the lock

@@ -87,7 +87,6 @@ namespace ferry::detail {
 
 void engine_core::start(operation_factory make_op, prepared_transfer prepared, std::optional<CUstream> stream) {
   impl& engine = *impl_;
-  engine.bridge->expect_work();
   if (engine.start_at_once(make_op, prepared, stream)) return;
   auto op = make_op();
   const std::uint64_t sequence = engine.admit();

@@ -152,6 +152,9 @@ bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_trans
   caller_context in_engine(driver, context);
   stage_trace::mark(stage_trace::stage::enqueue_begins);
   submission submitted = enqueue_and_arm(prepared, target);
+  // The work is on the stream: a parked bridge starts waking now, while the op's bookkeeping runs, not
+  // at the hand-over. (Not before the copy: the wake-up's system call would delay the copy's start.)
+  bridge->expect_work();
   std::shared_ptr<operation> op;
   single_slot* slot = nullptr;
   std::uint64_t sequence = 0;
