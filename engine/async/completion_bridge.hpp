@@ -192,8 +192,7 @@ class completion_bridge {
   // The bridge thread sleeps (or is about to) on wake_: a submission must notify it. A line of its own:
   // every fast-path submission reads it (expect_work), and the lines beside it change with each hand-over.
   alignas(64) std::atomic<bool> parked_{false};
-  char parked_line_end_[64 - sizeof(std::atomic<bool>)];
-  mutable std::mutex mutex_;         // for the sleeps on wake_ and drained_
+  alignas(64) mutable std::mutex mutex_;  // for the sleeps on wake_ and drained_ (not on parked_'s line)
   std::condition_variable wake_;
   std::condition_variable drained_;
   bool signalled_ = false;  // host_callback: a host function ran since the bridge last looked (under mutex_)
