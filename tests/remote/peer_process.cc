@@ -19,8 +19,11 @@ void run_until(boost::asio::io_context& io, const std::function<bool()>& done, s
   }
 }
 
-connected_peer::connected_peer(std::uint64_t seed, std::size_t bytes, remote::memory_kind kind)
-    : peer(port, seed, bytes, kind) {
+connected_peer::connected_peer(std::uint64_t seed, std::size_t bytes, remote::memory_kind kind,
+                               remote::progress_mode progress)
+    : worker(io.get_executor(), remote::worker_options{remote_transports(), progress}),
+      port(worker.listen("127.0.0.1")),
+      peer(port, seed, bytes, kind, progress) {
   bool accepted = false;
   worker.async_accept([&](boost::system::error_code error, remote::endpoint connected) {
     BOOST_REQUIRE_MESSAGE(!error, "accept: " << error.message());

@@ -22,11 +22,13 @@ void run_until(boost::asio::io_context& io, const std::function<bool()>& done,
 
 // A worker, a peer process connected to it, and the descriptor of the peer's memory.
 struct connected_peer {
-  connected_peer(std::uint64_t seed, std::size_t bytes, remote::memory_kind kind = remote::memory_kind::host);
+  // `progress`: the mode of both workers, this process's and the peer's.
+  connected_peer(std::uint64_t seed, std::size_t bytes, remote::memory_kind kind = remote::memory_kind::host,
+                 remote::progress_mode progress = remote::progress_mode::events);
 
   boost::asio::io_context io;
-  remote::worker worker{io.get_executor(), remote::worker_options{remote_transports()}};
-  unsigned short port = worker.listen("127.0.0.1");
+  remote::worker worker;
+  unsigned short port;
   peer_process peer;
   remote::endpoint endpoint;
   remote::descriptor memory;  // the peer's registered memory

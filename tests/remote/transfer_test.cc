@@ -1,5 +1,6 @@
 // ferry::remote between two processes: put, get and messages with every kind of completion token, and
-// 1,000 random transfers checked byte for byte against a model of the peer's memory.
+// 1,000 random transfers checked byte for byte against a model of the peer's memory (and 300 more with
+// both workers polling).
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -11,8 +12,10 @@
 #include <boost/asio/use_future.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <chrono>
 #include <future>
 #include <random>
+#include <thread>
 
 #include "ferry/remote.hpp"
 #include "tests/remote/peer_process.hpp"
@@ -20,6 +23,7 @@
 
 namespace asio = boost::asio;
 using boost::system::error_code;
+using ferry::testing::check_echo;
 using ferry::testing::check_same;
 using ferry::testing::connected_peer;
 using ferry::testing::fill_random;
@@ -31,6 +35,45 @@ namespace {
 
 // The peer's memory as it is after the peer filled it with `seed`.
 std::vector<std::byte> peer_memory(std::uint64_t seed) { return random_bytes(peer_bytes, seed); }
+
+// `count` random puts and gets of 1 byte to 64 KiB at random offsets, one at a time, each get checked
+// against a model of the peer's memory (filled with `seed`), then the whole memory read back and checked.
+void random_transfers(connected_peer& pair, std::uint64_t seed, int count, std::uint64_t random_seed) {
+  auto model = peer_memory(seed);
+  std::mt19937_64 random(random_seed);
+  for (int i = 0; i < count; ++i) {
+    std::size_t size = 1 + random() % 65536;
+    std::size_t offset = random() % (peer_bytes - size + 1);
+    bool put = random() % 2 == 0;
+    std::vector<std::byte> local(size);
+    if (put) fill_random(std::span(local), random_seed + 1 + i);
+    bool done = false;
+    auto check = [&, i](error_code error, std::size_t bytes) {
+      BOOST_REQUIRE_MESSAGE(!error, "transfer " << i << ": " << error.message());
+      BOOST_REQUIRE_EQUAL(bytes, size);
+      done = true;
+    };
+    if (put) {
+      pair.endpoint.async_put(std::span<const std::byte>(local), pair.memory.window(offset, size), check);
+    } else {
+      pair.endpoint.async_get(std::span(local), pair.memory.window(offset, size), check);
+    }
+    run_until(pair.io, [&] { return done; });
+    if (put) {
+      std::copy(local.begin(), local.end(), model.begin() + offset);
+    } else {
+      check_same(local, std::span(model).subspan(offset, size), "random get");
+    }
+  }
+  std::vector<std::byte> whole(peer_bytes);
+  bool done = false;
+  pair.endpoint.async_get(std::span(whole), pair.memory, [&](error_code error, std::size_t) {
+    BOOST_REQUIRE(!error);
+    done = true;
+  });
+  run_until(pair.io, [&] { return done; });
+  check_same(whole, model, "the peer's memory after the random transfers");
+}
 
 }  // namespace
 
@@ -164,40 +207,22 @@ BOOST_AUTO_TEST_CASE(messages_arrive_in_order_and_every_byte_is_echoed) {
 
 BOOST_AUTO_TEST_CASE(a_thousand_random_transfers_match_a_model_of_the_peers_memory) {
   connected_peer pair(16, peer_bytes);
-  auto model = peer_memory(16);
-  std::mt19937_64 random(1601);
-  for (int i = 0; i < 1000; ++i) {
-    std::size_t size = 1 + random() % 65536;
-    std::size_t offset = random() % (peer_bytes - size + 1);
-    bool put = random() % 2 == 0;
-    std::vector<std::byte> local(size);
-    if (put) fill_random(std::span(local), 1602 + i);
-    bool done = false;
-    auto check = [&, i](error_code error, std::size_t bytes) {
-      BOOST_REQUIRE_MESSAGE(!error, "transfer " << i << ": " << error.message());
-      BOOST_REQUIRE_EQUAL(bytes, size);
-      done = true;
-    };
-    if (put) {
-      pair.endpoint.async_put(std::span<const std::byte>(local), pair.memory.window(offset, size), check);
-    } else {
-      pair.endpoint.async_get(std::span(local), pair.memory.window(offset, size), check);
-    }
-    run_until(pair.io, [&] { return done; });
-    if (put) {
-      std::copy(local.begin(), local.end(), model.begin() + offset);
-    } else {
-      check_same(local, std::span(model).subspan(offset, size), "random get");
-    }
+  random_transfers(pair, 16, 1000, 1601);
+}
+
+BOOST_AUTO_TEST_CASE(polling_workers_match_a_model_of_the_peers_memory_and_go_quiet_when_idle) {
+  // progress_mode::polling on both sides (as bench/remote_bandwidth runs them): every byte lands, and
+  // once nothing is in flight the workers stop polling (the io_context runs nothing).
+  connected_peer pair(17, peer_bytes, ferry::remote::memory_kind::host, ferry::remote::progress_mode::polling);
+  random_transfers(pair, 17, 300, 1701);
+  check_echo(pair, 1702);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  bool quiet = false;
+  while (!quiet && std::chrono::steady_clock::now() < deadline) {
+    quiet = pair.io.poll() == 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  std::vector<std::byte> whole(peer_bytes);
-  bool done = false;
-  pair.endpoint.async_get(std::span(whole), pair.memory, [&](error_code error, std::size_t) {
-    BOOST_REQUIRE(!error);
-    done = true;
-  });
-  run_until(pair.io, [&] { return done; });
-  check_same(whole, model, "the peer's memory after 1,000 transfers");
+  BOOST_TEST(quiet);
 }
 
 BOOST_AUTO_TEST_CASE(the_peer_exits_when_asked) {

@@ -123,7 +123,8 @@ std::string remote_transports() {
   return chosen != nullptr && *chosen != 0 ? chosen : "tcp,sm,self";
 }
 
-peer_process::peer_process(unsigned short port, std::uint64_t seed, std::size_t bytes, remote::memory_kind kind) {
+peer_process::peer_process(unsigned short port, std::uint64_t seed, std::size_t bytes, remote::memory_kind kind,
+                           remote::progress_mode progress) {
   std::vector<std::string> settings = {
       "FERRY_REMOTE_PEER=1",
       "FERRY_REMOTE_PORT=" + std::to_string(port),
@@ -131,6 +132,7 @@ peer_process::peer_process(unsigned short port, std::uint64_t seed, std::size_t 
       "FERRY_REMOTE_BYTES=" + std::to_string(bytes),
       "FERRY_REMOTE_KIND=" + std::to_string(static_cast<int>(kind)),
   };
+  if (progress == remote::progress_mode::polling) settings.emplace_back("FERRY_REMOTE_POLLING=1");
   // Everything else is inherited, FERRY_REMOTE_TLS and FERRY_REMOTE_POLLING included: both processes
   // must offer the same transports (a peer without CUDA's cannot register device memory at all).
   const std::vector<std::string> own(settings.begin(), settings.end());

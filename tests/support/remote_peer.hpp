@@ -23,9 +23,11 @@ std::string remote_transports();
 
 class peer_process {
  public:
-  // Starts the peer; throws std::runtime_error when it cannot.
+  // Starts the peer; throws std::runtime_error when it cannot. `progress`: the peer's worker's mode
+  // (polling sets FERRY_REMOTE_POLLING=1 for it; events leaves the inherited setting).
   peer_process(unsigned short port, std::uint64_t seed, std::size_t bytes,
-               remote::memory_kind kind = remote::memory_kind::host);
+               remote::memory_kind kind = remote::memory_kind::host,
+               remote::progress_mode progress = remote::progress_mode::events);
   ~peer_process();
   peer_process(const peer_process&) = delete;
   peer_process& operator=(const peer_process&) = delete;
