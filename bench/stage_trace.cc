@@ -110,12 +110,11 @@ std::vector<std::vector<double>> traced_round_trips(engine& gpu, asio::io_contex
       }
       for (auto& at : detail::stage_trace::reached) at.store(0);
       const auto start = clock_type::now().time_since_epoch().count();
+      const auto from = pinned_span(host_ptr<const std::uint8_t>(source), bytes);
       if (stream) {
-        co_await gpu.poke(pinned_span(host_ptr<const std::uint8_t>(source), bytes), device_ptr<std::uint8_t>(destination),
-                          *stream, asio::use_awaitable);
+        co_await gpu.poke(from, device_ptr<std::uint8_t>(destination), *stream, asio::use_awaitable);
       } else {
-        co_await gpu.poke(pinned_span(host_ptr<const std::uint8_t>(source), bytes), device_ptr<std::uint8_t>(destination),
-                          asio::use_awaitable);
+        co_await gpu.poke(from, device_ptr<std::uint8_t>(destination), asio::use_awaitable);
       }
       detail::stage_trace::mark(stage::resumed);
       if (i < warm_up_trips) continue;

@@ -243,12 +243,13 @@ BOOST_AUTO_TEST_CASE(an_ops_state_never_comes_from_the_handlers_allocator) {
   engine gpu{io.get_executor()};
   auto counts = std::make_shared<allocation_counts>();
   bool called = false;
+  auto handler = [&](boost::system::error_code error, std::size_t bytes) {
+    BOOST_TEST(!error);
+    BOOST_TEST(bytes == values.size());
+    called = true;
+  };
   gpu.poke(std::span<const std::uint8_t>(values), device.get(),
-           asio::bind_allocator(counting_allocator<void>(counts), [&](boost::system::error_code error, std::size_t bytes) {
-             BOOST_TEST(!error);
-             BOOST_TEST(bytes == values.size());
-             called = true;
-           }));
+           asio::bind_allocator(counting_allocator<void>(counts), handler));
   io.run();
   BOOST_TEST(called);
   BOOST_TEST(counts->made.load() == 0);

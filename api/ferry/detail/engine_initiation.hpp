@@ -87,10 +87,12 @@ std::shared_ptr<operation> make_operation(Handler handler, Deliver deliver, cons
                                           const std::shared_ptr<engine_core>& core) {
   auto slot = boost::asio::get_associated_cancellation_slot(handler);
   auto op = std::allocate_shared<operation_with_handler<Handler, Deliver>>(
-      boost::asio::recycling_allocator<void>(), std::move(handler), executor, std::move(deliver), core->executor_spin());
+      boost::asio::recycling_allocator<void>(), std::move(handler), executor, std::move(deliver),
+      core->executor_spin());
   op->completion().set_owner(op);
   if (slot.is_connected()) {
-    slot.assign([weak_op = std::weak_ptr<operation>(op), weak_core = std::weak_ptr(core)](boost::asio::cancellation_type type) {
+    std::weak_ptr<operation> weak_op = op;
+    slot.assign([weak_op, weak_core = std::weak_ptr(core)](boost::asio::cancellation_type type) {
       if ((type & (boost::asio::cancellation_type::terminal | boost::asio::cancellation_type::partial)) ==
           boost::asio::cancellation_type::none) {
         return;
