@@ -36,14 +36,20 @@ engine_options spinning_poll() {
   return options;
 }
 
-// Spins until `flag` is set or 10 s pass; returns whether it was set.
-bool wait_for(const std::atomic<bool>& flag) {
+// Spins until `condition()` holds or 10 s pass; returns whether it held.
+template <class Condition>
+bool wait_until(Condition condition) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!flag.load(std::memory_order_acquire)) {
+  while (!condition()) {
     if (std::chrono::steady_clock::now() > deadline) return false;
     std::this_thread::yield();
   }
   return true;
+}
+
+// Spins until `flag` is set or 10 s pass; returns whether it was set.
+bool wait_for(const std::atomic<bool>& flag) {
+  return wait_until([&] { return flag.load(std::memory_order_acquire); });
 }
 
 std::size_t calls_of(const char* entry) { return on_sim() ? sim::call_counts().at(entry) : 0; }
@@ -102,14 +108,6 @@ BOOST_AUTO_TEST_CASE(expected_work_wakes_a_parked_bridge_which_parks_again_when_
   options.policy = completion_policy::poll;
   options.spin_window = std::chrono::milliseconds(1);
   completion_bridge bridge{detail::driver(), primary.get(), options};
-  auto wait_until = [](auto condition) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!condition()) {
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-    }
-    return true;
-  };
   BOOST_TEST(wait_until([&] { return bridge.parked(); }));
   const std::uint64_t woken_before = bridge.wake_ups();
   bridge.expect_work();
