@@ -162,14 +162,19 @@ bench::comparison_spec list_case(block_setup& s, engine& gpu, std::string name, 
 }
 
 // Where a list's time goes: the initiating call (checks, descriptors, enqueue), the GPU's time for the
-// list (events on a stream of the caller's around it), and the whole operation until its handler has
-// run (a callback raising a flag). Printed, not a result row.
-void print_where_the_time_goes(block_setup& s, engine& gpu) {
-  std::vector<block_pair<pinned_span<const std::uint8_t>, std::uint8_t>> list;
+// list (events on a stream of the caller's around it, so it starts before the call), when the handler
+// ran, and when the waiting thread saw it; for pokes and peeks, back to back and after an idle pause as
+// long as a bench trial's (the raw side's loop and the verification run between two of ferry's lists).
+// Printed, not a result row.
+void print_where_the_time_goes(block_setup& s, engine& gpu, bool peeks, std::chrono::microseconds idle) {
+  std::vector<block_pair<pinned_span<const std::uint8_t>, std::uint8_t>> pokes;
+  std::vector<block_pair<pinned_span<std::uint8_t>, const std::uint8_t>> peeks_list;
   for (std::size_t i = 0; i < blocks; ++i) {
-    list.push_back({view_of<pinned_view>(static_cast<const std::uint8_t*>(s.pinned_source.data() + i * s.block_bytes),
-                                         s.block_bytes),
-                    device_ptr<std::uint8_t>(s.device_place(i))});
+    pokes.push_back({view_of<pinned_view>(static_cast<const std::uint8_t*>(s.pinned_source.data() + i * s.block_bytes),
+                                          s.block_bytes),
+                     device_ptr<std::uint8_t>(s.device_place(i))});
+    peeks_list.push_back({view_of<pinned_view>(s.pinned_back.data() + i * s.block_bytes, s.block_bytes),
+                          device_ptr<const std::uint8_t>(s.device_place(i))});
   }
   stream on = stream::create();
   CUevent before = nullptr;
@@ -177,33 +182,46 @@ void print_where_the_time_goes(block_setup& s, engine& gpu) {
   check(s.raw.cuEventCreate(&before, CU_EVENT_DEFAULT), "cuEventCreate");
   check(s.raw.cuEventCreate(&after, CU_EVENT_DEFAULT), "cuEventCreate");
   constexpr int rounds = 50;
+  using clock = std::chrono::steady_clock;
+  const auto micros = [](clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); };
   double initiating = 0;
   double gpu_time = 0;
+  double handler = 0;
   double whole = 0;
   for (int r = 0; r < rounds; ++r) {
+    if (idle.count() > 0) std::this_thread::sleep_for(idle);
     std::atomic<bool> done{false};
-    check(s.raw.cuEventRecord(before, on.get()), "cuEventRecord");
-    const auto start = std::chrono::steady_clock::now();
-    gpu.poke_blocks(list, transfer_options{on}, [&done](boost::system::error_code error, std::size_t) {
+    clock::time_point handler_ran;
+    auto on_done = [&done, &handler_ran](boost::system::error_code error, std::size_t) {
       if (error) throw boost::system::system_error(error);
+      handler_ran = clock::now();
       done.store(true, std::memory_order_release);
-    });
-    const auto returned = std::chrono::steady_clock::now();
+    };
+    check(s.raw.cuEventRecord(before, on.get()), "cuEventRecord");
+    const auto start = clock::now();
+    if (peeks) {
+      gpu.peek_blocks(peeks_list, transfer_options{on}, on_done);
+    } else {
+      gpu.poke_blocks(pokes, transfer_options{on}, on_done);
+    }
+    const auto returned = clock::now();
     check(s.raw.cuEventRecord(after, on.get()), "cuEventRecord");
     while (!done.load(std::memory_order_acquire)) std::this_thread::yield();
-    const auto completed = std::chrono::steady_clock::now();
+    const auto completed = clock::now();
     check(s.raw.cuEventSynchronize(after), "cuEventSynchronize");
     float milliseconds = 0;
     check(s.raw.cuEventElapsedTime(&milliseconds, before, after), "cuEventElapsedTime");
-    initiating += std::chrono::duration<double, std::micro>(returned - start).count();
-    whole += std::chrono::duration<double, std::micro>(completed - start).count();
+    initiating += micros(returned - start);
+    handler += micros(handler_ran - start);
+    whole += micros(completed - start);
     gpu_time += 1000.0 * milliseconds;
   }
   s.raw.cuEventDestroy(before);
   s.raw.cuEventDestroy(after);
-  std::cerr << "block_lists: a list of " << blocks << " blocks of " << s.block_bytes << " bytes (mean of " << rounds
-            << "): initiating call " << initiating / rounds << " us, on the GPU " << gpu_time / rounds
-            << " us, until the handler ran " << whole / rounds << " us\n";
+  std::cerr << "block_lists: " << (peeks ? "peek" : "poke") << " of " << blocks << " blocks of " << s.block_bytes
+            << " bytes, " << idle.count() << " us idle before each (mean of " << rounds << "): initiating call "
+            << initiating / rounds << " us, on the GPU " << gpu_time / rounds << " us, handler ran at "
+            << handler / rounds << " us, seen at " << whole / rounds << " us\n";
 }
 
 std::vector<bench::result> lists_of(std::size_t block_bytes, bool every_kind) {
@@ -234,7 +252,12 @@ std::vector<bench::result> lists_of(std::size_t block_bytes, bool every_kind) {
       rows.push_back(std::move(row));
     }
   }
-  print_where_the_time_goes(s, gpu);
+  for (const bool peeks : {false, true}) {
+    if (peeks && !every_kind) break;
+    for (const std::chrono::microseconds idle : {std::chrono::microseconds(0), std::chrono::microseconds(2000)}) {
+      print_where_the_time_goes(s, gpu, peeks, idle);
+    }
+  }
   const plan_counts counted = gpu.plan_counts();
   std::cerr << "block_lists (" << size << " blocks): " << counted.kernel_block_lists << " lists by kernel, "
             << counted.copy_engine_block_lists << " by copy engine\n";

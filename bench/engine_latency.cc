@@ -1,7 +1,8 @@
 // The engine's completion path against the raw driver, same process: a co_awaited 4 KiB poke from
-// initiation to coroutine resumption (per completion policy, and with the poller writing the completion
-// flags), the poller's CPU use over an idle second, the initiating call's cost (both ways of writing the
-// flags), and 1024 concurrent 4 KiB copies (pokes by each batch path, and peeks).
+// initiation to coroutine resumption (per completion policy, with the poller writing the completion
+// flags, and given no stream to the resident copier), the poller's CPU use over an idle second, the
+// initiating call's cost (both ways of writing the flags), and 1024 concurrent 4 KiB copies (pokes by
+// each batch path, and peeks).
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
@@ -112,12 +113,12 @@ std::vector<double> raw_round_trips(setup& s, completion_policy policy, CUstream
   return samples;
 }
 
-std::vector<double> ferry_round_trips(setup& s, engine& gpu, asio::io_context& io, stream_ref stream) {
+std::vector<double> ferry_round_trips(setup& s, engine& gpu, asio::io_context& io, transfer_options on) {
   std::vector<double> samples;
   asio::co_spawn(io, [&]() -> asio::awaitable<void> {
     for (int i = 0; i < latency_samples; ++i) {
       const auto start = clock_type::now();
-      co_await gpu.poke(pinned_span(host_ptr<const std::uint8_t>(s.source.get()), small_bytes), s.destination.get(), stream,
+      co_await gpu.poke(pinned_span(host_ptr<const std::uint8_t>(s.source.get()), small_bytes), s.destination.get(), on,
                         asio::use_awaitable);
       samples.push_back(std::chrono::duration<double>(clock_type::now() - start).count());
     }
@@ -134,6 +135,8 @@ struct configuration {
   completion_policy policy;
   std::optional<std::chrono::microseconds> executor_spin;  // empty: the engine's choice for this machine
   completion_mark marks = completion_mark::by_submitter;
+  // engine_options::resident_copies, with the pokes given no stream (the resident copier takes only those).
+  bool resident = false;
 };
 
 // The round trip's p50 and p99, ferry's beside raw's, from blocks of samples after a warm-up of both
@@ -144,8 +147,10 @@ std::vector<bench::result> round_trip_rows(setup& s, const configuration& config
   engine_settings.policy = config.policy;
   engine_settings.executor_spin = config.executor_spin;
   engine_settings.marks = config.marks;
+  engine_settings.resident_copies = config.resident;
   engine gpu{io.get_executor(), engine_settings};
-  stream ferry_stream = stream::create();
+  stream own_stream = stream::create();
+  const transfer_options ferry_stream = config.resident ? transfer_options{} : transfer_options{own_stream};
   ferry_round_trips(s, gpu, io, ferry_stream);
   raw_round_trips(s, config.policy, s.raw_stream.get());
   std::vector<double> ferry_samples, raw_samples;
@@ -165,7 +170,7 @@ std::vector<bench::result> round_trip_rows(setup& s, const configuration& config
                        percentile(raw_samples, p), static_cast<int>(ferry_samples.size()), 1, ""});
   }
   // The poller's idle cost depends on neither the io thread nor who writes the marks.
-  if (config.suffix == "_parked_io" || config.marks != completion_mark::by_submitter) return results;
+  if (config.suffix == "_parked_io" || config.marks != completion_mark::by_submitter || config.resident) return results;
 
   // Idle cost: the poller's CPU time over one second with nothing pending. The raw driver has no poller,
   // so both columns hold ferry's figure (ratio 1); the target is the figure itself (< 2% for poll).
@@ -179,8 +184,9 @@ std::vector<bench::result> round_trip_rows(setup& s, const configuration& config
 }
 
 // Per policy, and for poll once more with the io thread left to park between round trips
-// (executor_spin = 0: each completion then pays the wake-up of a parked thread), and once more with the
-// poller writing the completion flags.
+// (executor_spin = 0: each completion then pays the wake-up of a parked thread), once more with the
+// poller writing the completion flags, and once more with the pokes given no stream to the resident
+// copier (the raw side's copy is on a stream of its own either way).
 std::vector<bench::result> round_trips(setup& s) {
   const std::optional<std::chrono::microseconds> default_spin;
   std::vector<bench::result> results;
@@ -188,6 +194,8 @@ std::vector<bench::result> round_trips(setup& s) {
                                       configuration{"_parked_io", completion_policy::poll, std::chrono::microseconds(0)},
                                       configuration{"_marks_by_poller", completion_policy::poll, default_spin,
                                                     completion_mark::by_poller},
+                                      configuration{"_resident", completion_policy::poll, default_spin,
+                                                    completion_mark::by_submitter, true},
                                       configuration{"_host_callback", completion_policy::host_callback, default_spin},
                                       configuration{"_blocking_sync", completion_policy::blocking_sync, default_spin}}) {
     const std::vector<bench::result> rows = round_trip_rows(s, config);

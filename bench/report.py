@@ -72,6 +72,8 @@ ENGINE_LABELS = {
     "roundtrip_4KiB_host_callback_p99": "round trip, host_callback policy, 99th percentile",
     "roundtrip_4KiB_blocking_sync_p50": "round trip, blocking_sync policy, median",
     "roundtrip_4KiB_blocking_sync_p99": "round trip, blocking_sync policy, 99th percentile",
+    "roundtrip_4KiB_resident_p50": "round trip, given no stream, resident copier on, median",
+    "roundtrip_4KiB_resident_p99": "round trip, given no stream, resident copier on, 99th percentile",
     "poller_idle_cpu_poll": "poller CPU over an idle second, poll",
     "poller_idle_cpu_host_callback": "poller CPU over an idle second, host_callback",
     "poller_idle_cpu_blocking_sync": "poller CPU over an idle second, blocking_sync",
@@ -111,6 +113,13 @@ FAST_PATHS = [
     ("managed_prefetch_256MiB", "managed memory prefetch"),
 ]
 
+# The size sweep's one-at-a-time page-locked copies that the resident copier takes, by the copy engine
+# (the default) and by the resident copier (engine_options::resident_copies).
+RESIDENT_ROWS = [(f"{d}_pinned_{size}{suffix}", f"{what}, {size[:-3]} {size[-3:]}, {how}")
+                 for size in ("4KiB", "64KiB")
+                 for d, what in (("h2d", "host to device"), ("d2h", "device to host"))
+                 for suffix, how in (("", "copy engine (default)"), ("_resident", "resident copier"))]
+
 # bench/peer_bandwidth's rows: device 0 -> 1 (peer_) or both at once (peer_bidir_), by the path named last.
 PEER_PATHS = {"": "automatic path", "_copy_engine": "one copy engine", "_split": "split over copy engines",
               "_kernel": "copy kernel over NVLink"}
@@ -124,6 +133,7 @@ TABLES = {
     "targets": {"source": "h200.json", "kind": "targets"},
     "sweep": {"source": "h200.json", "kind": "sweep"},
     "fast-paths": {"source": "h200.json", "kind": "rows", "rows": FAST_PATHS},
+    "resident": {"source": "h200.json", "kind": "rows", "rows": RESIDENT_ROWS},
     "engine": {"source": "h200-engine.json", "kind": "all", "labels": ENGINE_LABELS},
     "blocks": {"source": "h200-blocks.json", "kind": "all", "labels": BLOCKS_LABELS},
     "kernel-path": {"source": "h200-kernel-path.json", "kind": "all", "labels": KERNEL_PATH_LABELS,

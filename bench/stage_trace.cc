@@ -184,6 +184,7 @@ void print_table(const char* title, const std::vector<std::vector<double>>& reac
 
 int main(int argc, char** argv) try {
   std::size_t bytes = 4096;
+  bool resident = false;
   tools::command_line command(bench::program_name(argv[0]),
                               "Where a co_awaited poke's round trip goes, stage by stage, beside the raw\n"
                               "driver's round trip (a diagnostic: prints tables, writes no report).");
@@ -191,6 +192,9 @@ int main(int argc, char** argv) try {
   command.duration<std::chrono::microseconds>("pause-us", idle_pause,
                                               "microseconds each round trip waits before it starts (then 100 "
                                               "round trips warm up and 1,000 are measured)");
+  command.switch_flag("resident", resident,
+                      "engines with engine_options::resident_copies on (the pool-stream cases then take the resident "
+                      "copier)");
   command.parse_or_exit(argc, argv, std::cout);
   if (bytes == 0) command.exit_with_usage_error("--bytes is 0; give at least one byte to move");
   if (idle_pause.count() > 0) {
@@ -215,13 +219,15 @@ int main(int argc, char** argv) try {
     bench::check(raw.cuMemcpyDtoH(back.data(), destination.get().get(), bytes), "cuMemcpyDtoH");
     if (std::memcmp(back.data(), source.data(), bytes) != 0) throw std::runtime_error("the poked bytes differ");
   };
+  engine_options options;
+  options.resident_copies = resident;
   stream raw_stream = stream::create();
   const double raw_us = raw_round_trip_us(raw, destination.get().get(), source.data(), bytes, raw_stream.get(), false);
   const double raw_synchronized_us =
       raw_round_trip_us(raw, destination.get().get(), source.data(), bytes, raw_stream.get(), true);
   for (bool own_stream : {true, false}) {
     asio::io_context io(1);
-    engine gpu{io.get_executor()};
+    engine gpu{io.get_executor(), options};
     stream ferry_stream = stream::create();
     bench::check(raw.cuMemsetD8(destination.get().get(), 0xA5, bytes), "cuMemsetD8");
     const auto reached = traced_round_trips(gpu, io, source.data(), destination.get().get(), bytes,
@@ -232,7 +238,7 @@ int main(int argc, char** argv) try {
   }
   {
     asio::io_context io(1);
-    engine gpu{io.get_executor()};
+    engine gpu{io.get_executor(), options};
     bench::check(raw.cuMemsetD8(destination.get().get(), 0xA5, bytes), "cuMemsetD8");
     const auto reached = traced_round_trips_from_another_thread(gpu, io, source.data(), destination.get().get(), bytes);
     expect_poked_bytes();

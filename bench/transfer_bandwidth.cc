@@ -28,12 +28,12 @@ struct sweep_case {
   std::uint8_t* raw_result = nullptr;  // the raw side's own buffer, where it differs from ferry's
 };
 
-std::vector<sweep_case> sweep_cases(transfer_fixture& f) {
+std::vector<sweep_case> sweep_cases(transfer_fixture& f, engine& gpu) {
   return {
       {"h2d_pinned_",
-       [&f](std::size_t size) {
+       [&f, &gpu](std::size_t size) {
          run_to_completion([&](auto done) {
-           f.gpu.poke(pinned_span(host_ptr<const std::uint8_t>(f.pinned_in.get()), size), f.device_out.get(), done);
+           gpu.poke(pinned_span(host_ptr<const std::uint8_t>(f.pinned_in.get()), size), f.device_out.get(), done);
          });
        },
        [&f](std::size_t size) {
@@ -41,9 +41,9 @@ std::vector<sweep_case> sweep_cases(transfer_fixture& f) {
          f.synchronize(f.raw_stream.get());
        }},
       {"d2h_pinned_",
-       [&f](std::size_t size) {
+       [&f, &gpu](std::size_t size) {
          run_to_completion([&](auto done) {
-           f.gpu.peek(f.device_in.get(), pinned_span(f.pinned_out.get(), size), done);
+           gpu.peek(f.device_in.get(), pinned_span(f.pinned_out.get(), size), done);
          });
        },
        [&f](std::size_t size) {
@@ -53,17 +53,17 @@ std::vector<sweep_case> sweep_cases(transfer_fixture& f) {
        f.pinned_out.data()},
       // As the planner chooses for a buffer seen once (pageable_plan; h2d_pageable_reused measures registration).
       {"h2d_pageable_",
-       [&f](std::size_t size) {
+       [&f, &gpu](std::size_t size) {
          run_to_completion([&](auto done) {
-           f.gpu.poke(std::span<const std::uint8_t>(f.pageable_in.data(), size), f.device_out.get(), f.pageable_plan(size),
-                      done);
+           gpu.poke(std::span<const std::uint8_t>(f.pageable_in.data(), size), f.device_out.get(),
+                    f.pageable_plan(size), done);
          });
        },
        [&f](std::size_t size) { check(f.raw.cuMemcpyHtoD(f.out, f.raw_pageable_in.data(), size), "cuMemcpyHtoD"); }},
       {"d2h_pageable_",
-       [&f](std::size_t size) {
+       [&f, &gpu](std::size_t size) {
          run_to_completion([&](auto done) {
-           f.gpu.peek(device_ptr<const std::uint8_t>(f.device_in.get()),
+           gpu.peek(device_ptr<const std::uint8_t>(f.device_in.get()),
                       std::span<std::uint8_t>(f.pageable_out.data(), size), f.pageable_plan(size), done);
          });
        },
@@ -72,20 +72,32 @@ std::vector<sweep_case> sweep_cases(transfer_fixture& f) {
   };
 }
 
-// Each run moves at least 8 MiB (small transfers are repeated) so timer noise stays small.
+// One row of the sweep: `c` moving `size` bytes at a time, at least 8 MiB per run (small transfers are
+// repeated) so that timer noise stays small.
+comparison_spec sweep_row(transfer_fixture& f, const sweep_case& c, std::size_t size, const std::string& suffix) {
+  const std::size_t repeats = std::max<std::size_t>(1, (std::size_t{8} << 20) / size);
+  const std::string name = c.prefix + size_name(size) + suffix;
+  comparison_spec spec{name, size * repeats, 1, 1, 5,
+                       repeated(repeats, [ferry = c.ferry, size](std::size_t) { ferry(size); }),
+                       repeated(repeats, [raw = c.raw, size](std::size_t) { raw(size); }),
+                       c.ferry_result ? f.verify_host(c.ferry_result, size, name) : f.verify_device(size, name)};
+  if (c.raw_result) spec.verify_raw = f.verify_host(c.raw_result, size, name + " (raw)");
+  return spec;
+}
+
+// Every size with the engine's default options; then the page-locked copies the resident copier takes
+// (up to 64 KiB) once more, by an engine with engine_options::resident_copies on: rows named *_resident.
 std::vector<result> size_sweep(transfer_fixture& f) {
-  const std::vector<sweep_case> cases = sweep_cases(f);
   std::vector<comparison_spec> table;
   for (std::size_t size = 4096; size <= f.largest; size *= (size < (1u << 20) ? 16 : 4)) {
-    const std::size_t repeats = std::max<std::size_t>(1, (std::size_t{8} << 20) / size);
-    for (const sweep_case& c : cases) {
-      const std::string name = c.prefix + size_name(size);
-      comparison_spec spec{name, size * repeats, 1, 1, 5,
-                           repeated(repeats, [ferry = c.ferry, size](std::size_t) { ferry(size); }),
-                           repeated(repeats, [raw = c.raw, size](std::size_t) { raw(size); }),
-                           c.ferry_result ? f.verify_host(c.ferry_result, size, name) : f.verify_device(size, name)};
-      if (c.raw_result) spec.verify_raw = f.verify_host(c.raw_result, size, name + " (raw)");
-      table.push_back(std::move(spec));
+    for (const sweep_case& c : sweep_cases(f, f.gpu)) table.push_back(sweep_row(f, c, size, ""));
+  }
+  engine_options one_at_a_time;
+  one_at_a_time.resident_copies = true;
+  engine resident{f.io.get_executor(), one_at_a_time};
+  for (std::size_t size : {std::size_t{4096}, std::size_t{64} << 10}) {
+    for (const sweep_case& c : sweep_cases(f, resident)) {
+      if (c.prefix.find("pinned") != std::string::npos) table.push_back(sweep_row(f, c, size, "_resident"));
     }
   }
   return compare_all(table);

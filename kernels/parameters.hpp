@@ -52,6 +52,36 @@ struct copy_span_parameters {
   std::uint64_t bytes;
 };
 
+// ferry_resident_copy: one block of threads that stays on the GPU and copies what the host posts to a
+// ring of `slots` slots (mapped page-locked memory at device address `ring`), entry i in slot i % slots,
+// from entry `first` on. The host writes an entry's fields, then its `sequence` (i + 1) last; the kernel
+// reads the entry once `sequence` says so, copies `bytes` bytes from `source` to `destination`
+// (device-accessible addresses, disjoint ranges), and then, after a system-wide fence (the copied bytes
+// are visible before the words are), writes i + 1 to the word at `consumed` (the host may then reuse
+// the slot) and `flag_value` to the 32-bit word at `flag` (mapped page-locked memory). An entry of kind
+// resident_stop ends the kernel once every entry before it is done.
+inline constexpr std::uint32_t resident_copy_entry = 0;
+inline constexpr std::uint32_t resident_stop = 1;
+
+struct resident_slot {
+  std::uint64_t sequence;
+  std::uint64_t source;
+  std::uint64_t destination;
+  std::uint64_t bytes;
+  std::uint64_t flag;
+  std::uint32_t flag_value;
+  std::uint32_t kind;
+  std::uint64_t unused[2];  // one slot per 64-byte line: the kernel reads a line per entry
+};
+static_assert(sizeof(resident_slot) == 64);
+
+struct resident_copy_parameters {
+  std::uint64_t ring;
+  std::uint64_t slots;
+  std::uint64_t first;
+  std::uint64_t consumed;
+};
+
 // Threads per block, fixed at compile time so that the kernels can promise it in __launch_bounds__
 // (which lets ptxas budget registers for full occupancy) and the launcher cannot ask for more.
 // Fills: 256 threads, 8 blocks per SM at Hopper's 2048 resident threads, a common sweet spot for
@@ -65,5 +95,9 @@ inline constexpr unsigned copy_block_threads = 128;
 // A span copy's blocks all take the same share, so the block size only sets how the grid's one wave
 // is cut: 256 threads, 8 blocks per SM.
 inline constexpr unsigned copy_span_threads = 256;
+// The resident copier is one block: 1024 threads keep 64 KiB of 16-byte loads in flight (four per
+// thread), so that a 64 KiB copy from host memory waits out the link's latency once (with 256 threads a
+// 64 KiB poke took longer than the copy engine's), while the block holds half of one SM's threads.
+inline constexpr unsigned resident_copy_threads = 1024;
 
 }  // namespace ferry::detail::kernels

@@ -34,6 +34,9 @@ enum class transfer_plan {
   // A small copy from pageable memory handed to the driver as it is: cuMemcpyHtoDAsync copies it into
   // the driver's own staging memory and returns, without waiting for the stream.
   driver_staged,
+  // A small page-locked copy given no stream, posted to the resident copier (engine_options::resident_copies):
+  // a copy kernel's block that stays on the GPU while copies keep coming. The planner's choice only.
+  resident,
 };
 
 std::string_view to_string(transfer_plan plan) noexcept;
@@ -172,6 +175,19 @@ struct engine_options {
   // loaded) the engine stops trying the kernel.
   batch_path batching = batch_path::automatic;
   std::size_t batch_kernel_min_copies = 8;
+  // The resident copier. With resident_copies on, a small copy between page-locked host memory and
+  // device memory (at most resident_max_bytes) given no stream and not batched is posted to a block of
+  // a copy kernel that stays on the GPU (transfer_plan::resident): the initiating call writes the copy
+  // into a ring in mapped page-locked memory and makes no driver call, and the kernel starts it as soon
+  // as it reads the entry, without the copy engine's setup. The kernel is launched by the first such
+  // copy and stopped when the poller parks (spin_window after the last activity), so an idle engine holds
+  // no SM. While it runs it holds one block of 1024 threads on one SM, and work that waits for the whole
+  // context (cuCtxSynchronize, context::synchronize) waits until it stops. Forcing transfer_plan::pinned
+  // on a call keeps that copy on the copy engine. Needs the poll policy and a device that reaches
+  // page-locked host memory at its host address (else the engine refuses to start: invalid_argument).
+  // Off by default; bench/transfer_bandwidth and bench/engine_latency measure it beside the copy engine.
+  bool resident_copies = false;
+  std::size_t resident_max_bytes = std::size_t{64} << 10;
   // How copy_peer moves when the call does not say (peer_path). automatic splits copies of at least
   // peer_split_min_bytes between two devices into peer_split_ways pieces (2 to 16), each on its own
   // stream; smaller ones, and copies between two contexts of one device, take one copy engine.
@@ -204,6 +220,7 @@ struct plan_counts {
   // also counts as one pinned transfer.
   std::size_t kernel_block_lists = 0;
   std::size_t copy_engine_block_lists = 0;
+  std::size_t resident = 0;  // copies posted to the resident copier (transfer_plan::resident)
 };
 
 // How many copy_peer ops took each peer_path so far (engine::peer_counts()), counted when the path is

@@ -44,7 +44,7 @@ std::unique_ptr<completion_flags> flags_for(const driver_table& driver, const en
 }  // namespace
 
 completion_bridge::completion_bridge(const driver_table& driver, CUcontext context, const engine_options& options,
-                                     std::size_t flag_words)
+                                     std::size_t flag_words, std::function<void()> before_idle_park)
     : driver_(driver),
       context_(context),
       options_(options),
@@ -54,6 +54,7 @@ completion_bridge::completion_bridge(const driver_table& driver, CUcontext conte
       entries_(std::make_unique<entry[]>(flag_words)),
       free_entries_(static_cast<std::uint32_t>(flag_words)),
       last_activity_(std::chrono::steady_clock::now()),
+      before_idle_park_(std::move(before_idle_park)),
       thread_([this] { run(); }) {}
 
 completion_bridge::~completion_bridge() {
@@ -91,6 +92,7 @@ void completion_bridge::recycle(entry* item) noexcept {
   item->failure_seen = false;
   item->flag.reset();
   item->mark_deferred = false;
+  item->kernel_marked = false;
   item->next = nullptr;
   free_entries_.push(item->index);
 }
@@ -119,6 +121,27 @@ CUresult completion_bridge::arm(CUstream stream, ticket& armed) {
   item->since = std::chrono::steady_clock::now();
   armed = ticket(item);
   return CUDA_SUCCESS;
+}
+
+bool completion_bridge::arm_for_kernel(CUstream stream, ticket& armed, kernel_mark& mark) {
+  if (!flags_) return false;
+  entry* item = take_entry();
+  if (item->index == free_indices::none) {
+    recycle(item);
+    return false;
+  }
+  item->stream = stream;
+  item->bridge = this;
+  item->flag = flags_->next_use(item->index);
+  item->kernel_marked = true;
+  item->since = std::chrono::steady_clock::now();
+  mark = kernel_mark{flags_->device_address(*item->flag), item->flag->value};
+  armed = ticket(item);
+  return true;
+}
+
+void completion_bridge::disarm(ticket armed) noexcept {
+  if (entry* item = std::exchange(armed.item_, nullptr)) recycle(item);
 }
 
 CUresult completion_bridge::mark(entry& item) {
@@ -329,6 +352,10 @@ bool completion_bridge::collect_finished(std::chrono::steady_clock::time_point n
     // Flagged work has no event: the stream's status tells a failure (a failed stream writes no flag);
     // an idle stream has run the work, and so written its flag.
     CUresult status = item->event ? driver_.cuEventQuery(item->event) : driver_.cuStreamQuery(item->stream);
+    // A kernel's stream (arm_for_kernel) runs on after the work: only a failure of the context says the
+    // flag will not come. (Waiting for that stream to drain, as below for other failed queries, would
+    // wait for the kernel to stop, which this thread does.)
+    if (item->kernel_marked && status != CUDA_SUCCESS && !is_sticky(status)) continue;
     if (status != CUDA_ERROR_NOT_READY) finished.emplace_back(item, status);
   }
   for (auto& [item, status] : finished) pop_front(item, now);
@@ -398,6 +425,7 @@ void completion_bridge::run() {
       if (options_.policy == completion_policy::poll && young) {
         for (int i = 0; i < 32; ++i) spin_pause();
       } else {
+        if (before_idle_park_) before_idle_park_();
         park(std::nullopt);
       }
       continue;

@@ -50,8 +50,10 @@ class completion_bridge {
   // `flag_words`: how many entries are reused, each with its completion flag under the poll policy (work
   // beyond them gets an entry of its own, watched by its event alone).
   static constexpr std::size_t default_flag_words = 4096;
+  // `before_idle_park`, if set, runs on the bridge thread each time it parks with nothing watched (it
+  // must not block: the resident copier's stop).
   completion_bridge(const driver_table& driver, CUcontext context, const engine_options& options,
-                    std::size_t flag_words = default_flag_words);
+                    std::size_t flag_words = default_flag_words, std::function<void()> before_idle_park = {});
   completion_bridge(const completion_bridge&) = delete;
   completion_bridge& operator=(const completion_bridge&) = delete;
   // Waits for everything watched, then stops the thread.
@@ -84,6 +86,16 @@ class completion_bridge {
     entry* item_ = nullptr;
   };
   CUresult arm(CUstream stream, ticket& armed);
+  // arm() for work that writes its own completion flag (the resident copier's kernel): takes an entry
+  // and a flag for work on `stream` and says where the work must write what, without a driver call.
+  // False when no flag is free (poll policy only; all taken): the caller then takes another way.
+  struct kernel_mark {
+    CUdeviceptr flag = 0;
+    std::uint32_t value = 0;
+  };
+  bool arm_for_kernel(CUstream stream, ticket& armed, kernel_mark& mark);
+  // Gives back an armed ticket whose work never reached the GPU (nothing will write its flag).
+  void disarm(ticket armed) noexcept;
   // What `done` will touch, for the bridge thread to bring into its cache when it takes the work over,
   // while the GPU still works (they must live until `done` has run: `done` holds them). Written by the
   // submitting thread on another core, each line would otherwise cost a transfer between the cores on
@@ -133,6 +145,9 @@ class completion_bridge {
     completion_bridge* bridge = nullptr;
     std::optional<completion_flags::flag> flag;  // poll: the word the GPU writes after the work
     bool mark_deferred = false;  // poll: the bridge thread writes the flag when it takes the entry
+    // arm_for_kernel: a kernel that runs on after this work writes the flag; its stream's status tells
+    // only the context's failure (it is not idle when the work is done).
+    bool kernel_marked = false;
     entry* next = nullptr;  // in the hand-off stack, then in its stream's queue
     std::uint32_t index = free_indices::none;  // in entries_; none for an entry of its own (all were taken)
   };
@@ -214,6 +229,7 @@ class completion_bridge {
   std::vector<entry*> fronts_;  // scratch
   finished_list finished_;      // scratch
   bool queried_events_ = false;  // the last collect_finished asked cuEventQuery about work without a flag
+  std::function<void()> before_idle_park_;  // set before the thread starts
   std::thread thread_;
 };
 

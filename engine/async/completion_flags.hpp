@@ -39,6 +39,10 @@ class completion_flags {
   // Enqueues the write of `used` on `stream`, after the work already there.
   CUresult enqueue_write(CUstream stream, const flag& used) const;
   bool is_written(const flag& used) const noexcept;
+  // Where the GPU writes `used` (for a kernel that writes its own flag).
+  CUdeviceptr device_address(const flag& used) const noexcept {
+    return device_words_ + used.index * sizeof(std::uint32_t);
+  }
 
   // At process exit: the memory goes with the process; freeing it would call the driver.
   void leak() noexcept { words_ = nullptr; }

@@ -57,6 +57,20 @@ void check_batching(const engine_options& options, const driver_table& driver, C
   }
 }
 
+void check_resident(const engine_options& options, const driver_table& driver, CUdevice device) {
+  if (!options.resident_copies) return;
+  if (options.policy != completion_policy::poll) {
+    throw_invalid_argument("engine", "resident_copies needs completion_policy::poll (the kernel writes each copy's "
+                                     "completion flag, which only the poll policy reads); policy is " +
+                                         std::to_string(static_cast<int>(options.policy)));
+  }
+  if (!kernel_reaches_host_memory(driver, device)) {
+    throw_invalid_argument("engine", "resident_copies is on, but device " + std::to_string(options.device) +
+                                         " cannot reach page-locked host memory at its host address (no unified "
+                                         "addressing, or CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM is 0)");
+  }
+}
+
 }  // namespace
 
 engine_core::impl::impl(const engine_options& opts)
@@ -80,6 +94,7 @@ engine_core::impl::impl(const engine_options& opts)
   check(driver.cuDeviceGet(&device, ordinal), "cuDeviceGet");
   check_batching(options, driver, device);
   check_marks(options);
+  check_resident(options, driver, device);
   check(driver.cuDevicePrimaryCtxRetain(&context, device), "cuDevicePrimaryCtxRetain", "device " + std::to_string(ordinal));
   caller_context in_engine(driver, context);
   for (std::size_t i = 0; i < options.pool_streams; ++i) {
@@ -95,8 +110,17 @@ engine_core::impl::impl(const engine_options& opts)
     options.pending_spin = cores >= 4 ? std::chrono::microseconds(20000) : std::chrono::microseconds(0);
   }
   try {
-    bridge = std::make_unique<completion_bridge>(driver, context, options);  // allocates its completion flags
+    std::function<void()> before_idle_park;
+    if (options.resident_copies) {
+      resident = std::make_unique<resident_copier>(driver, resident_slots, options.on_failure);
+      // The poller parks once spin_window has passed without activity: the kernel stops with it.
+      before_idle_park = [copier = resident.get()] { copier->stop(); };
+    }
+    // Allocates its completion flags.
+    bridge = std::make_unique<completion_bridge>(driver, context, options, completion_bridge::default_flag_words,
+                                                 std::move(before_idle_park));
   } catch (...) {
+    resident.reset();
     for (CUstream created : pool) driver.cuStreamDestroy(created);
     driver.cuDevicePrimaryCtxRelease(device);
     throw;
@@ -128,6 +152,12 @@ void engine_core::impl::stop_for_exit() {
   if (stopped_for_exit.exchange(true)) return;
   if (batcher) batcher->stop_for_exit();
   if (blocks) blocks->abandon();
+  if (resident) {
+    // Ends the kernel without a driver call (it would otherwise run until the driver tears the context
+    // down), and leaves the ring and stream to the process's end.
+    resident->stop();
+    resident->abandon();
+  }
   bridge->stop_for_exit();
   workers.stop();
   workers.join();
@@ -142,6 +172,7 @@ engine_core::impl::~impl() {
     // driver holds for it goes with the process. Destroying these would call the driver.
     (void)batcher.release();
     (void)blocks.release();
+    (void)resident.release();
     (void)bridge.release();
     (void)staging.release();
     (void)registrations.release();
@@ -154,9 +185,12 @@ engine_core::impl::~impl() {
     live_changed.wait(lock, [&] { return live.empty(); });
   }
   caller_context in_engine(driver, context);  // freeing page-locked memory (flags, staging) needs it
+  // First: a free waits for the whole context, the resident kernel included.
+  if (resident) resident->finish();
   batcher.reset();
   blocks.reset();  // before the staging pool, whose chunks its lists lease
   bridge.reset();
+  resident.reset();  // after the bridge, whose thread stops it when it parks
   workers.join();
   copiers.stop();
   staging.reset();
@@ -245,7 +279,8 @@ plan_counts engine_core::counts() const noexcept {
           batcher ? batcher->copy_engine_batches() : 0,
           batcher ? batcher->kernel_batches() : 0,
           impl_->blocks->kernel_lists(),
-          impl_->blocks->copy_engine_lists()};
+          impl_->blocks->copy_engine_lists(),
+          impl_->resident_plans.load()};
 }
 
 void engine_core::order(CUstream first, CUstream then) {

@@ -26,6 +26,7 @@
 #include "engine/async/free_indices.hpp"
 #include "engine/async/live_sequences.hpp"
 #include "engine/async/registration_cache.hpp"
+#include "engine/async/resident_copier.hpp"
 #include "engine/async/staging_pool.hpp"
 #include "engine/async/stream_sequencer.hpp"
 #include "engine/driver/driver_table.hpp"
@@ -83,6 +84,10 @@ struct engine_core::impl {
     completion_bridge::ticket ticket;
   };
   submission enqueue_and_arm(const prepared_transfer& transfer, CUstream stream);
+  // Whether the resident copier takes this transfer (given no stream), and the posting itself: false
+  // when it could not post (the ring full, the kernel refused), leaving nothing armed.
+  bool resident_eligible(const prepared_transfer& transfer, bool on_stream) const;
+  bool post_to_resident(const prepared_transfer& transfer, submission& submitted);
   // A single submission from its start to its completion: all that the bridge's continuation needs, in
   // a slot reused from op to op, so that the continuation holds one pointer (std::function keeps it
   // without an allocation).
@@ -94,6 +99,7 @@ struct engine_core::impl {
     std::uint32_t index = free_indices::none;  // in single_slots; none for a slot of its own (all were taken)
   };
   static constexpr std::uint32_t reused_single_slots = 256;
+  static constexpr std::size_t resident_slots = 256;  // entries of the resident copier's ring
   // A reused slot holding `transfer` (moved in), or one of its own when all are taken.
   single_slot* take_slot(prepared_transfer&& transfer);
   void return_slot(single_slot* slot) noexcept;
@@ -137,10 +143,11 @@ struct engine_core::impl {
   std::unique_ptr<registration_cache> registrations;
   std::unique_ptr<copy_batcher> batcher;
   std::unique_ptr<block_lists> blocks;  // engine::poke_blocks / peek_blocks
+  std::unique_ptr<resident_copier> resident;  // engine_options::resident_copies
   int exit_ticket = -1;
   std::atomic<bool> stopped_for_exit{false};  // the process is exiting: no more driver calls
   std::atomic<std::size_t> pinned_plans{0}, registered_plans{0}, staged_plans{0}, batched_plans{0},
-      driver_staged_plans{0};
+      driver_staged_plans{0}, resident_plans{0};
   // Counts the plan a transfer takes and reports it (engine_options::on_plan): once the plan is final, so
   // that the report and plan_counts() always agree.
   void record_plan(const prepared_transfer& transfer, transfer_plan plan);

@@ -17,6 +17,7 @@ void engine_core::impl::record_plan(const prepared_transfer& transfer, transfer_
     case transfer_plan::staged: staged_plans++; break;
     case transfer_plan::batched: batched_plans++; break;
     case transfer_plan::driver_staged: driver_staged_plans++; break;
+    case transfer_plan::resident: resident_plans++; break;
     default: pinned_plans++; break;
   }
   if (options.on_plan) options.on_plan(transfer.operation, plan, transfer.bytes);
@@ -77,6 +78,7 @@ std::string_view to_string(transfer_plan plan) noexcept {
     case transfer_plan::staged: return "staged";
     case transfer_plan::batched: return "batched";
     case transfer_plan::driver_staged: return "driver_staged";
+    case transfer_plan::resident: return "resident";
   }
   return "?";
 }
@@ -218,9 +220,11 @@ void force_plan(prepared_transfer& transfer, transfer_plan plan) {
       transfer.plan = plan;
       return;
     case transfer_plan::batched:
+    case transfer_plan::resident:
       throw_invalid_argument(transfer.operation,
-                             "transfer_options::plan is batched; batching is the planner's choice for small "
-                             "page-locked copies and cannot be forced (force pinned, registered or staged)");
+                             "transfer_options::plan is " + std::string(ferry::to_string(plan)) +
+                                 "; it is the planner's choice for small page-locked copies and cannot be forced "
+                                 "(force pinned, registered or staged)");
   }
   throw_invalid_argument(transfer.operation, "transfer_options::plan " + std::to_string(static_cast<int>(plan)) +
                                                  " is not a transfer_plan");

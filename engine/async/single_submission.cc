@@ -3,6 +3,7 @@
 // bookkeeping, so that the bookkeeping overlaps the GPU's work.
 #include "engine/async/engine_core_impl.hpp"
 
+#include <atomic>
 #include <string>
 
 #include "engine/errors/check.hpp"
@@ -126,6 +127,26 @@ bool engine_core::impl::batchable(const prepared_transfer& transfer, bool sequen
 
 in_flight_count engine_core::impl::count_small_copy() { return in_flight_count(small_copies_in_flight); }
 
+bool engine_core::impl::resident_eligible(const prepared_transfer& transfer, bool on_stream) const {
+  // Given no stream: a copy on the caller's stream must keep its place among the stream's other work,
+  // which the kernel's own stream knows nothing of. A forced pinned plan asks for the copy engine.
+  if (on_stream || !resident || !resident->usable() || !transfer.batchable || transfer.pageable) return false;
+  if (transfer.plan != transfer_plan::automatic || transfer.bytes > options.resident_max_bytes) return false;
+  // Between page-locked host memory and device memory: what the kernel reaches at the addresses given.
+  return (transfer.source.kind == memory_kind::pinned_host) != (transfer.destination.kind == memory_kind::pinned_host);
+}
+
+bool engine_core::impl::post_to_resident(const prepared_transfer& transfer, submission& submitted) {
+  completion_bridge::kernel_mark mark;
+  if (!bridge->arm_for_kernel(resident->stream(), submitted.ticket, mark)) return false;
+  if (!resident->post(transfer.source.address, transfer.destination.address, transfer.bytes, mark.flag, mark.value)) {
+    bridge->disarm(std::move(submitted.ticket));
+    return false;
+  }
+  stage_trace::mark(stage_trace::stage::copy_enqueued);
+  return true;
+}
+
 // Page-locked memory (or a driver_staged poke), not for the batcher, on a stream nothing else is
 // submitting to: the work goes on the stream first, with its completion armed right behind it (or, with
 // completion_mark::by_poller, left for the bridge thread to mark), and the op's bookkeeping (its
@@ -147,11 +168,17 @@ bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_trans
     if (small_copies_in_flight.load() > 0) return false;  // the planner offers it to the batcher
     counted = count_small_copy();                         // alone: straight to a stream
   }
-  const CUstream target = stream ? *stream : pool[next_pool_stream.fetch_add(1) % pool.size()];
+  CUstream target = stream ? *stream : pool[next_pool_stream.fetch_add(1) % pool.size()];
   if (stream && !sequencer.try_claim(target)) return false;  // an op before it is still submitting
   caller_context in_engine(driver, context);
   stage_trace::mark(stage_trace::stage::enqueue_begins);
-  submission submitted = enqueue_and_arm(prepared, target);
+  submission submitted;
+  if (resident_eligible(prepared, stream.has_value()) && post_to_resident(prepared, submitted)) {
+    plan = transfer_plan::resident;
+    target = resident->stream();  // whose status is the copy's
+  } else {
+    submitted = enqueue_and_arm(prepared, target);
+  }
   // The work is on the stream: a parked bridge starts waking now, while the op's bookkeeping runs, not
   // at the hand-over. (Not before the copy: the wake-up's system call would delay the copy's start.)
   bridge->expect_work();
@@ -171,9 +198,19 @@ bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_trans
     if (slot != nullptr) return_slot(slot);
     // Nothing can report this op's completion: let the GPU finish with the caller's memory first. (The
     // bridge takes the armed event back.)
-    if (submitted.enqueued == CUDA_SUCCESS) driver.cuStreamSynchronize(target);
-    if (submitted.enqueued == CUDA_SUCCESS && submitted.armed == CUDA_SUCCESS) {
-      bridge->watch_armed(std::move(submitted.ticket), [](CUresult) {});
+    if (plan == transfer_plan::resident) {
+      // The kernel's stream runs on after the copy: the copy's own flag says when it is done.
+      std::atomic<bool> copied{false};
+      bridge->watch_armed(std::move(submitted.ticket), [&copied](CUresult) {
+        copied.store(true);
+        copied.notify_one();
+      });
+      copied.wait(false);
+    } else {
+      if (submitted.enqueued == CUDA_SUCCESS) driver.cuStreamSynchronize(target);
+      if (submitted.enqueued == CUDA_SUCCESS && submitted.armed == CUDA_SUCCESS) {
+        bridge->watch_armed(std::move(submitted.ticket), [](CUresult) {});
+      }
     }
     if (stream) sequencer.done(target);
     throw;

@@ -9,6 +9,7 @@
 // a map onto host copies of device buffers in the tests.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -75,6 +76,34 @@ void copy_span(const kernels::copy_span_parameters& p, ToHost&& to_host) {
   if (p.bytes == 0) return;
   copy_range(p.source, p.destination, static_cast<const std::byte*>(to_host(p.source, p.bytes)),
              static_cast<std::byte*>(to_host(p.destination, p.bytes)), p.bytes);
+}
+
+// ferry_resident_copy: the ring's entries in order, each taken once its sequence says it is there, until
+// an entry of kind resident_stop. `wait(looks)` is called while the next entry is not there yet, with
+// how many looks found it missing so far.
+template <class ToHost, class Wait>
+void resident_copy(const kernels::resident_copy_parameters& p, ToHost&& to_host, Wait&& wait) {
+  auto* const ring = static_cast<kernels::resident_slot*>(to_host(p.ring, p.slots * sizeof(kernels::resident_slot)));
+  auto* const consumed = static_cast<std::uint64_t*>(to_host(p.consumed, sizeof(std::uint64_t)));
+  for (std::uint64_t i = p.first;; ++i) {
+    kernels::resident_slot& slot = ring[i % p.slots];
+    std::atomic_ref<std::uint64_t> sequence(slot.sequence);
+    for (std::uint64_t looks = 0; sequence.load(std::memory_order_acquire) != i + 1; ++looks) wait(looks);
+    const std::uint64_t source = slot.source;
+    const std::uint64_t destination = slot.destination;
+    const std::uint64_t bytes = slot.bytes;
+    const std::uint64_t flag = slot.flag;
+    const std::uint32_t flag_value = slot.flag_value;
+    const std::uint32_t kind = slot.kind;
+    if (kind == kernels::resident_stop) return;
+    if (bytes > 0) {
+      copy_range(source, destination, static_cast<const std::byte*>(to_host(source, bytes)),
+                 static_cast<std::byte*>(to_host(destination, bytes)), bytes);
+    }
+    std::atomic_ref<std::uint64_t>(*consumed).store(i + 1, std::memory_order_release);
+    auto* const word = static_cast<std::uint32_t*>(to_host(flag, sizeof(std::uint32_t)));
+    std::atomic_ref<std::uint32_t>(*word).store(flag_value, std::memory_order_release);
+  }
 }
 
 }  // namespace ferry::detail::host_kernels

@@ -96,4 +96,15 @@ CUresult make_copy_span_parameters(CUdeviceptr source, CUdeviceptr destination, 
   return CUDA_SUCCESS;
 }
 
+CUresult make_resident_copy_parameters(CUdeviceptr ring, std::size_t slots, std::uint64_t first, CUdeviceptr consumed,
+                                       kernels::resident_copy_parameters& out) noexcept {
+  if (slots == 0 || slots > SIZE_MAX / sizeof(kernels::resident_slot)) return CUDA_ERROR_INVALID_VALUE;
+  if (ring % 8 != 0 || consumed % 8 != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!addressable(ring, slots * sizeof(kernels::resident_slot)) || !addressable(consumed, sizeof(std::uint64_t))) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  out = kernels::resident_copy_parameters{ring, slots, first, consumed};
+  return CUDA_SUCCESS;
+}
+
 }  // namespace ferry::detail

@@ -34,4 +34,9 @@ CUresult make_copy_blocks_parameters(CUdeviceptr sources, CUdeviceptr destinatio
 CUresult make_copy_span_parameters(CUdeviceptr source, CUdeviceptr destination, std::size_t bytes,
                                    kernels::copy_span_parameters& out) noexcept;
 
+// For launch_resident_copy: CUDA_ERROR_INVALID_VALUE unless the ring (slots > 0 slots of 64 bytes) and
+// the consumed word are non-null ranges within the address space, 8-byte aligned.
+CUresult make_resident_copy_parameters(CUdeviceptr ring, std::size_t slots, std::uint64_t first, CUdeviceptr consumed,
+                                       kernels::resident_copy_parameters& out) noexcept;
+
 }  // namespace ferry::detail

@@ -64,6 +64,17 @@ CUresult launch_copy_span(CUdeviceptr source, CUdeviceptr destination, std::size
   return launch(k.copy_span, copy_span_geometry(bytes, k.resident_threads), &p, stream);
 }
 
+CUresult launch_resident_copy(CUdeviceptr ring, std::size_t slots, std::uint64_t first, CUdeviceptr consumed,
+                              CUstream stream) noexcept {
+  kernels::resident_copy_parameters p{};
+  if (CUresult status = make_resident_copy_parameters(ring, slots, first, consumed, p); status != CUDA_SUCCESS) {
+    return status;
+  }
+  loaded_kernels k;
+  if (CUresult status = current_kernels(k); status != CUDA_SUCCESS) return status;
+  return launch(k.resident_copy, resident_copy_geometry(), &p, stream);
+}
+
 CUresult unload_kernels() noexcept { return unload_current_kernels(); }
 
 }  // namespace ferry::detail

@@ -50,6 +50,13 @@ CUresult launch_copy_blocks(CUdeviceptr sources, CUdeviceptr destinations, CUdev
 // another device's memory that the context reaches through peer access; the two ranges must not overlap.
 CUresult launch_copy_span(CUdeviceptr source, CUdeviceptr destination, std::size_t bytes, CUstream stream) noexcept;
 
+// Starts the resident copier (kernels/parameters.hpp, resident_slot): one block on `stream` that copies
+// the entries posted to the ring of `slots` slots at `ring` (mapped page-locked memory), from entry
+// `first` on, writing the entries it has read to the 64-bit word at `consumed`, until an entry of kind
+// resident_stop. The kernel runs until then: `stream` (and a cuCtxSynchronize) waits for it.
+CUresult launch_resident_copy(CUdeviceptr ring, std::size_t slots, std::uint64_t first, CUdeviceptr consumed,
+                              CUstream stream) noexcept;
+
 // Unloads the kernels from the current context if a launch loaded them there (CUDA_SUCCESS when it had
 // none); the next launch in the context loads them again. Returns cuModuleUnload's status, or
 // CUDA_ERROR_INVALID_CONTEXT when no context is current. Launches in the context must not race with it.

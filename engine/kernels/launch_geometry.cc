@@ -54,6 +54,8 @@ launch_geometry copy_blocks_geometry(std::uint64_t count) noexcept {
   return launch_geometry{std::min(count, max_grid_x), 1, kernels::copy_block_threads, 1};
 }
 
+launch_geometry resident_copy_geometry() noexcept { return launch_geometry{1, 1, kernels::resident_copy_threads, 1}; }
+
 // Enough blocks that each thread has its four 16-byte units per pass, at most one wave: the threads
 // loop over the span, so more blocks would only queue behind the first wave.
 launch_geometry copy_span_geometry(std::uint64_t bytes, std::uint64_t resident_threads) noexcept {

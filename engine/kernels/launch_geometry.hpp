@@ -17,6 +17,9 @@ launch_geometry fill_2d_geometry(std::uint64_t row_bytes, std::uint64_t height, 
 // ferry_copy_blocks over `count` (> 0) blocks.
 launch_geometry copy_blocks_geometry(std::uint64_t count) noexcept;
 
+// ferry_resident_copy: one block.
+launch_geometry resident_copy_geometry() noexcept;
+
 // ferry_copy_span over `bytes` (> 0) bytes on a device that keeps `resident_threads` threads resident.
 launch_geometry copy_span_geometry(std::uint64_t bytes, std::uint64_t resident_threads) noexcept;
 

@@ -10,7 +10,7 @@ namespace {
 
 // In the order of loaded_kernels' functions.
 constexpr const char* kernel_names[] = {"ferry_fill_8", "ferry_fill_16", "ferry_fill_2d", "ferry_copy_blocks",
-                                       "ferry_copy_span"};
+                                       "ferry_copy_span", "ferry_resident_copy"};
 
 // Leaked, as fatbin_module asks: the driver unloads the modules of live contexts at exit.
 fatbin_module& library_module() {
@@ -31,6 +31,7 @@ CUresult current_kernels(loaded_kernels& out) noexcept try {
   k.fill_2d = functions[2];
   k.copy_blocks = functions[3];
   k.copy_span = functions[4];
+  k.resident_copy = functions[5];
   out = k;
   return CUDA_SUCCESS;
 } catch (const std::bad_alloc&) {

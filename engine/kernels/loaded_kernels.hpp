@@ -14,6 +14,7 @@ struct loaded_kernels {
   CUfunction fill_2d = nullptr;
   CUfunction copy_blocks = nullptr;
   CUfunction copy_span = nullptr;
+  CUfunction resident_copy = nullptr;
   // Threads the context's device keeps resident at once (SMs x threads per SM): one full wave, which
   // the launches size their grids to.
   std::uint64_t resident_threads = 0;

@@ -1,9 +1,11 @@
 // A process that exits with engines alive: one leaked with work held back on a gated stream (it never
-// completes), one static whose work is done. The process must exit 0, without hanging, and make no
+// completes), one leaked with its resident copier running (a kernel that would run until stopped), one
+// static whose work is done. The process must exit 0, without hanging, and make no
 // driver call after the driver's teardown at exit (the sim reports such calls on stderr; exit_test.sh
 // fails on them).
 #include <boost/asio/io_context.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <vector>
@@ -33,6 +35,14 @@ int main() {
   auto* values = new std::vector<std::uint32_t>(1 << 20, 3u);
   leaked->poke(std::span<const std::uint32_t>(*values), target->get(), *held, [](auto, std::size_t) {});
   leaked->memset(target->get(), 16, std::uint32_t{1}, *held, [](auto) {});
+
+  ferry::engine_options resident;
+  resident.resident_copies = true;
+  resident.spin_window = std::chrono::seconds(60);  // the poller never parks, so never stops the kernel
+  auto* copier = new ferry::engine{io.get_executor(), resident};
+  auto* small = new ferry::pinned_buffer<std::uint32_t>(ferry::pinned_buffer<std::uint32_t>::allocate(1024));
+  auto* small_target = new ferry::device_buffer<std::uint32_t>(copier->allocate<std::uint32_t>(1024));
+  copier->poke(small->span(), small_target->get(), [](auto, std::size_t) {});
   std::puts("exiting with a leaked engine holding work in flight");
   return 0;
 }

@@ -5,10 +5,12 @@
 // faulting kernel (sticky CUDA_ERROR_ILLEGAL_ADDRESS).
 #include "engine/driver/sim/kernel_twins.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <mutex>
 #include <stdexcept>
+#include <thread>
 
 #include "engine/driver/sim/control.hpp"
 #include "engine/kernels/host_kernels.hpp"
@@ -47,6 +49,19 @@ void register_kernel_twins() {
     ferry::sim::register_kernel("ferry_copy_blocks",
                          twin_of<ferry::detail::kernels::copy_blocks_parameters>(
                              [](const ferry::detail::kernels::copy_blocks_parameters& p) { ferry::detail::host_kernels::copy_blocks(p, to_host); }));
+    // The twin waits on the stream's worker thread as the block waits on its SM: it yields at first,
+    // then sleeps a little between looks, so that an idle copier leaves the machine's cores to the rest.
+    ferry::sim::register_kernel("ferry_resident_copy",
+                         twin_of<ferry::detail::kernels::resident_copy_parameters>(
+                             [](const ferry::detail::kernels::resident_copy_parameters& p) {
+                               ferry::detail::host_kernels::resident_copy(p, to_host, [](std::uint64_t looks) {
+                                 if (looks < 1000) {
+                                   std::this_thread::yield();
+                                 } else {
+                                   std::this_thread::sleep_for(std::chrono::microseconds(20));
+                                 }
+                               });
+                             }));
     ferry::sim::register_kernel("ferry_copy_span",
                          twin_of<ferry::detail::kernels::copy_span_parameters>(
                              [](const ferry::detail::kernels::copy_span_parameters& p) { ferry::detail::host_kernels::copy_span(p, to_host); }));

@@ -1,0 +1,124 @@
+#include "engine/async/resident_copier.hpp"
+
+#include <string>
+#include <utility>
+
+#include "engine/errors/check.hpp"
+#include "engine/kernels/launch.hpp"
+
+namespace ferry::detail {
+
+resident_copier::resident_copier(const driver_table& driver, std::size_t slots,
+                                 std::function<void(const std::string&)> report)
+    : driver_(driver), slots_(slots), report_(std::move(report)) {
+  const std::string what = "the resident copier's ring (" + std::to_string(slots) + " slots)";
+  void* memory = nullptr;
+  // One line more than the slots: the word the kernel writes as it reads entries.
+  const std::size_t bytes = (slots + 1) * sizeof(kernels::resident_slot);
+  check(driver_.cuMemHostAlloc(&memory, bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc",
+        what);
+  ring_ = static_cast<kernels::resident_slot*>(memory);
+  for (std::size_t i = 0; i <= slots; ++i) ring_[i] = kernels::resident_slot{};
+  CUresult status = driver_.cuMemHostGetDevicePointer(&device_ring_, memory, 0);
+  if (status == CUDA_SUCCESS) status = driver_.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING);
+  if (status != CUDA_SUCCESS) {
+    driver_.cuMemFreeHost(memory);
+    throw_cuda_error(status, stream_ == nullptr && device_ring_ != 0 ? "cuStreamCreate" : "cuMemHostGetDevicePointer",
+                     what, std::source_location::current());
+  }
+}
+
+resident_copier::~resident_copier() {
+  if (abandoned_) return;
+  finish();
+  driver_.cuStreamDestroy(stream_);
+  driver_.cuMemFreeHost(ring_);
+}
+
+void resident_copier::finish() {
+  if (abandoned_) return;
+  // The kernel may be busy with a full ring: stop once it has room (it keeps reading while it runs,
+  // unless the context failed, which ends it anyway).
+  while (running()) {
+    stop();
+    if (running() && driver_.cuStreamQuery(stream_) != CUDA_ERROR_NOT_READY) break;
+  }
+  driver_.cuStreamSynchronize(stream_);
+}
+
+std::uint64_t resident_copier::consumed() const noexcept {
+  auto* const word = reinterpret_cast<std::uint64_t*>(ring_ + slots_);
+  return std::atomic_ref<std::uint64_t>(*word).load(std::memory_order_acquire);
+}
+
+void resident_copier::write(std::uint64_t index, std::uint32_t kind, std::uint64_t source, std::uint64_t destination,
+                            std::uint64_t bytes, std::uint64_t flag, std::uint32_t flag_value) noexcept {
+  kernels::resident_slot& slot = ring_[index % slots_];
+  slot.source = source;
+  slot.destination = destination;
+  slot.bytes = bytes;
+  slot.flag = flag;
+  slot.flag_value = flag_value;
+  slot.kind = kind;
+  // Last, and released: the kernel reads the fields only once it has seen this.
+  std::atomic_ref<std::uint64_t>(slot.sequence).store(index + 1, std::memory_order_release);
+}
+
+bool resident_copier::post(std::uint64_t source, std::uint64_t destination, std::uint64_t bytes, std::uint64_t flag,
+                           std::uint32_t flag_value) {
+  std::uint64_t state = state_.load(std::memory_order_acquire);
+  while (true) {
+    if ((state & running_bit) == 0) {
+      if (!usable()) return false;
+      std::lock_guard lock(launch_mutex_);
+      state = state_.load(std::memory_order_acquire);
+      if ((state & running_bit) == 0 && !launch()) return false;
+      state = state_.load(std::memory_order_acquire);
+      continue;
+    }
+    const std::uint64_t index = state >> 1;
+    if (!has_room(index)) return false;
+    if (state_.compare_exchange_weak(state, state + 2, std::memory_order_acq_rel, std::memory_order_acquire)) {
+      write(index, kernels::resident_copy_entry, source, destination, bytes, flag, flag_value);
+      return true;
+    }
+  }
+}
+
+bool resident_copier::launch() {
+  if (!usable()) return false;
+  const std::uint64_t state = state_.load(std::memory_order_acquire);
+  const std::uint64_t first = state >> 1;
+  // A kernel stopped before this entry may still be finishing the entries before it: this one runs
+  // after it on the stream.
+  const CUresult status = launch_resident_copy(device_ring_, slots_, first,
+                                               device_ring_ + slots_ * sizeof(kernels::resident_slot), stream_);
+  if (status != CUDA_SUCCESS) {
+    usable_.store(false, std::memory_order_relaxed);
+    if (report_) {
+      report_("the resident copier (ferry_resident_copy) could not be launched (" + status_name(status) +
+              "); small copies go through the copy engine");
+    }
+    return false;
+  }
+  launches_.fetch_add(1, std::memory_order_relaxed);
+  // Only a launch (under launch_mutex_) changes the state while no kernel runs.
+  state_.store(state | running_bit, std::memory_order_release);
+  return true;
+}
+
+void resident_copier::stop() noexcept {
+  std::uint64_t state = state_.load(std::memory_order_acquire);
+  while ((state & running_bit) != 0) {
+    const std::uint64_t index = state >> 1;
+    if (!has_room(index)) return;
+    // Takes the entry and clears the running bit at once: a post after this launches a new kernel,
+    // which starts at the next entry, behind this one on the stream.
+    if (state_.compare_exchange_weak(state, (index + 1) << 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+      write(index, kernels::resident_stop, 0, 0, 0, 0, 0);
+      return;
+    }
+  }
+}
+
+}  // namespace ferry::detail
