@@ -5,10 +5,12 @@
 // Sim: about 30 s on two cores (a tenth of the ops under ThreadSanitizer, a quarter under
 // AddressSanitizer, which slow it 5-15x and 2-3x). On a GPU the same million ops, cut off after 90 s
 // if the device is slower than expected (then at least 100,000 must have completed; 1,000 under
-// compute-sanitizer). FERRY_STRESS_OPS overrides the count.
+// compute-sanitizer). FERRY_STRESS_OPS overrides the count. Then a tenth as many again with the resident
+// copier on.
 #include <boost/asio/io_context.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
@@ -87,6 +89,40 @@ BOOST_AUTO_TEST_CASE(a_million_random_operations_from_four_threads_all_match_the
     BOOST_TEST(totals.ops >= (ferry::testing::under_compute_sanitizer() ? 1000u : 100000u));
   }
   BOOST_TEST(totals.cancel_requests > 0u);
+  BOOST_TEST(totals.bytes_verified >= totals.bytes_moved / 2);
+}
+
+// A tenth of the ops again, with the resident copier on: its one-at-a-time small copies among the
+// batched, staged and streamed ones, cancellations included, and the workers' frees at their end, which
+// wait for the kernel to stop (the poller stops it once the engine is idle).
+BOOST_AUTO_TEST_CASE(random_operations_with_the_resident_copier_on_all_match_the_model) {
+  const std::size_t ops = std::max<std::size_t>(1000, ops_to_run() / 10);
+  std::vector<stream> streams;
+  for (int i = 0; i < 4; ++i) streams.push_back(stream::create());
+  asio::io_context io(4);
+  stress::workload_totals totals;
+  stress::workload_options options;
+  options.max_ops = ops;
+  options.seed = 20261202;
+  options.deadline = deadline();
+  for (const stream& s : streams) options.streams.push_back(s);
+  {
+    engine_options resident;
+    resident.resident_copies = true;
+    engine gpu{io.get_executor(), resident};
+    stress::spawn_workload(gpu, io.get_executor(), options, totals);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) threads.emplace_back([&] { io.run(); });
+    for (auto& thread : threads) thread.join();
+    const auto plans = gpu.plan_counts();
+    std::cout << "plans: resident " << plans.resident << ", pinned " << plans.pinned << ", batched " << plans.batched
+              << ", staged " << plans.staged << "\n";
+    BOOST_TEST(plans.resident > 0u);
+  }
+  for (const std::string& message : totals.failure_messages()) std::cout << "failure: " << message << "\n";
+  BOOST_TEST(totals.failures == 0u);
+  BOOST_TEST(totals.workers_done == options.workers);
+  if (std::chrono::steady_clock::now() < options.deadline) BOOST_TEST(totals.ops == ops);
   BOOST_TEST(totals.bytes_verified >= totals.bytes_moved / 2);
 }
 
