@@ -176,9 +176,10 @@ struct engine_options {
   batch_path batching = batch_path::automatic;
   std::size_t batch_kernel_min_copies = 8;
   // The resident copier. With resident_copies on, a small copy between page-locked host memory and
-  // device memory (at most resident_max_bytes) given no stream and not batched is posted to a block of
-  // a copy kernel that stays on the GPU (transfer_plan::resident): the initiating call writes the copy
-  // into a ring in mapped page-locked memory and makes no driver call, and the kernel starts it as soon
+  // device memory of the engine's context (at most resident_max_bytes) given no stream and not batched
+  // is posted to a block of a copy kernel that stays on the GPU (transfer_plan::resident): the
+  // initiating call writes the copy into a ring in mapped page-locked memory, with no copy call and no
+  // flag write (one pointer-attribute query for the device side's context), and the kernel starts it as soon
   // as it reads the entry, without the copy engine's setup. The kernel is launched by the first such
   // copy and stopped when the poller parks (spin_window after the last activity), so an idle engine holds
   // no SM. While it runs it holds one block of 1024 threads on one SM, and work that waits for the whole

@@ -1,10 +1,10 @@
-// The resident copier (engine_options::resident_copies): small page-locked copies given no stream are
-// posted to a copy kernel's block that stays on the GPU. Every size and alignment moves every byte both
-// ways; copies it must not take (given a stream, forced pinned, too large, pageable) take the copy
-// engine; it stops when the poller parks (a context-wide wait then returns) and starts again with the
-// next copy; it is stopped when the engine goes; copies posted from several threads at once, past the
-// ring's size, all arrive; a launch the driver refuses sends copies through the copy engine and says
-// so; an engine that cannot run it refuses to start, and the plan cannot be forced.
+// The resident copier (engine_options::resident_copies): small page-locked copies given no stream are posted to a copy
+// kernel's block that stays on the GPU. Every size and alignment moves every byte both ways; copies it must not take
+// (given a stream, forced pinned, too large, pageable, another device's memory) take the copy engine; it stops when the
+// poller parks (a context-wide wait then returns) and starts again with the next copy; it is stopped when the engine
+// goes; copies posted from several threads at once, past the ring's size, all arrive; a launch the driver refuses sends
+// copies through the copy engine and says so; an engine that cannot run it refuses to start, and the plan cannot be
+// forced.
 #include "ferry/engine.hpp"
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -128,6 +128,36 @@ BOOST_AUTO_TEST_CASE(small_copies_one_at_a_time_take_the_resident_copier_and_mov
   BOOST_TEST(gpu->plan_counts().resident == copies);
   BOOST_TEST(gpu->plan_counts().pinned == 0u);
   BOOST_TEST(failures.seen().empty());
+}
+
+// The copy engine reaches another device's memory through unified addressing; the engine's kernel would
+// fault there. Two GPUs only: the sim's devices share no address space (it refuses the poke).
+BOOST_AUTO_TEST_CASE(copies_to_another_devices_memory_take_the_copy_engine,
+                     *boost::unit_test::precondition([](boost::unit_test::test_unit_id) {
+                       boost::test_tools::assertion_result result(!ferry::testing::on_sim() && device::count() >= 2);
+                       result.message() << "needs two GPUs (the cuda backend)";
+                       return result;
+                     })) {
+  start();
+  fill_areas(1207);
+  std::optional<device_buffer<std::uint8_t>> elsewhere;
+  {
+    context other = context::primary(device::get(1));
+    context_guard there(other);
+    elsewhere.emplace(device_buffer<std::uint8_t>::allocate(4096));
+  }
+  gpu->poke(pinned_span(host_ptr<const std::uint8_t>(source.get() + 7), 4096), elsewhere->get(), asio::use_future)
+      .get();
+  std::vector<std::uint8_t> arrived(4096);
+  {
+    context other = context::primary(device::get(1));
+    context_guard there(other);
+    arrived = peek_list_array(4096, device_ptr<const std::uint8_t>(elsewhere->get()));
+    elsewhere.reset();
+  }
+  BOOST_TEST(std::equal(arrived.begin(), arrived.end(), source.data() + 7));
+  BOOST_TEST(gpu->plan_counts().resident == 0u);
+  BOOST_TEST(gpu->plan_counts().pinned == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(copies_given_a_stream_forced_pinned_larger_than_the_limit_or_pageable_take_the_copy_engine) {
