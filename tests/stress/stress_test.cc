@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -45,35 +46,49 @@ std::chrono::steady_clock::time_point deadline() {
                                   : std::chrono::steady_clock::now() + std::chrono::seconds(90);
 }
 
+// What one run of the workload left: its totals, and the options it ran with (workers, deadline).
+struct workload_run {
+  stress::workload_totals totals;
+  stress::workload_options options;
+};
+
+// `ops` random operations from the workload's coroutines on a four-thread io_context, by an engine with
+// `settings`; `inspect` looks at the engine once every worker is done, before it is destroyed.
+template <class Inspect>
+void run_workload(workload_run& run, std::size_t ops, std::uint64_t seed, const engine_options& settings,
+                  Inspect inspect) {
+  std::vector<stream> streams;
+  for (int i = 0; i < 4; ++i) streams.push_back(stream::create());
+  asio::io_context io(4);
+  run.options.max_ops = ops;
+  run.options.seed = seed;
+  run.options.deadline = deadline();
+  for (const stream& s : streams) run.options.streams.push_back(s);
+  engine gpu{io.get_executor(), settings};
+  stress::spawn_workload(gpu, io.get_executor(), run.options, run.totals);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) threads.emplace_back([&] { io.run(); });
+  for (auto& thread : threads) thread.join();
+  inspect(gpu);
+}
+
 }  // namespace
 
 BOOST_FIXTURE_TEST_SUITE(random_operations, ferry::testing::device_fixture)
 
 BOOST_AUTO_TEST_CASE(a_million_random_operations_from_four_threads_all_match_the_model) {
   const std::size_t ops = ops_to_run();
-  std::vector<stream> streams;
-  for (int i = 0; i < 4; ++i) streams.push_back(stream::create());
-  asio::io_context io(4);
-  stress::workload_totals totals;
-  stress::workload_options options;
-  options.max_ops = ops;
-  options.seed = 20261129;
-  options.deadline = deadline();
-  for (const stream& s : streams) options.streams.push_back(s);
+  workload_run run;
   const auto start = std::chrono::steady_clock::now();
-  {
-    engine gpu{io.get_executor()};
-    stress::spawn_workload(gpu, io.get_executor(), options, totals);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 4; ++t) threads.emplace_back([&] { io.run(); });
-    for (auto& thread : threads) thread.join();
+  run_workload(run, ops, 20261129, engine_options{}, [](engine& gpu) {
     const auto plans = gpu.plan_counts();
     std::cout << "plans: pinned " << plans.pinned << ", staged " << plans.staged << ", registered " << plans.registered
               << ", batched " << plans.batched << "; engine holds " << gpu.pinned_bytes() << " pinned bytes\n";
     BOOST_TEST(plans.staged > 0u);
     // The staging pool (by default 8 chunks of 8 MiB) at least, once anything was staged.
     BOOST_TEST(gpu.pinned_bytes() >= std::size_t{32} << 20);
-  }
+  });
+  const stress::workload_totals& totals = run.totals;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << "stress: " << totals.ops << " ops (" << totals.bytes_moved << " bytes moved), " << totals.bytes_verified
             << " bytes verified (" << totals.read_backs << " read-backs), " << totals.cancel_requests
@@ -81,8 +96,8 @@ BOOST_AUTO_TEST_CASE(a_million_random_operations_from_four_threads_all_match_the
             << seconds << " s\n";
   for (const std::string& message : totals.failure_messages()) std::cout << "failure: " << message << "\n";
   BOOST_TEST(totals.failures == 0u);
-  BOOST_TEST(totals.workers_done == options.workers);
-  if (std::chrono::steady_clock::now() < options.deadline) {
+  BOOST_TEST(totals.workers_done == run.options.workers);
+  if (std::chrono::steady_clock::now() < run.options.deadline) {
     BOOST_TEST(totals.ops == ops);
   } else {
     std::cout << "stress: stopped by the 90 s limit after " << totals.ops << " of " << ops << " ops\n";
@@ -97,32 +112,20 @@ BOOST_AUTO_TEST_CASE(a_million_random_operations_from_four_threads_all_match_the
 // wait for the kernel to stop (the poller stops it once the engine is idle).
 BOOST_AUTO_TEST_CASE(random_operations_with_the_resident_copier_on_all_match_the_model) {
   const std::size_t ops = std::max<std::size_t>(1000, ops_to_run() / 10);
-  std::vector<stream> streams;
-  for (int i = 0; i < 4; ++i) streams.push_back(stream::create());
-  asio::io_context io(4);
-  stress::workload_totals totals;
-  stress::workload_options options;
-  options.max_ops = ops;
-  options.seed = 20261202;
-  options.deadline = deadline();
-  for (const stream& s : streams) options.streams.push_back(s);
-  {
-    engine_options resident;
-    resident.resident_copies = true;
-    engine gpu{io.get_executor(), resident};
-    stress::spawn_workload(gpu, io.get_executor(), options, totals);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 4; ++t) threads.emplace_back([&] { io.run(); });
-    for (auto& thread : threads) thread.join();
+  engine_options resident;
+  resident.resident_copies = true;
+  workload_run run;
+  run_workload(run, ops, 20261202, resident, [](engine& gpu) {
     const auto plans = gpu.plan_counts();
     std::cout << "plans: resident " << plans.resident << ", pinned " << plans.pinned << ", batched " << plans.batched
               << ", staged " << plans.staged << "\n";
     BOOST_TEST(plans.resident > 0u);
-  }
+  });
+  const stress::workload_totals& totals = run.totals;
   for (const std::string& message : totals.failure_messages()) std::cout << "failure: " << message << "\n";
   BOOST_TEST(totals.failures == 0u);
-  BOOST_TEST(totals.workers_done == options.workers);
-  if (std::chrono::steady_clock::now() < options.deadline) BOOST_TEST(totals.ops == ops);
+  BOOST_TEST(totals.workers_done == run.options.workers);
+  if (std::chrono::steady_clock::now() < run.options.deadline) BOOST_TEST(totals.ops == ops);
   BOOST_TEST(totals.bytes_verified >= totals.bytes_moved / 2);
 }
 
