@@ -247,11 +247,11 @@ std::vector<bench::result> compute_beside(fixture& s, batch_path path, const std
 }
 
 std::vector<bench::result> beside_kernel_batches(fixture& s) {
-  return compute_beside(s, batch_path::kernel, "compute_beside_kernel_batches");
+  return compute_beside(s, batch_path::kernel, "kernel_path_compute_slowdown");
 }
 
 std::vector<bench::result> beside_copy_engine_batches(fixture& s) {
-  return compute_beside(s, batch_path::copy_engine, "compute_beside_copy_engine_batches");
+  return compute_beside(s, batch_path::copy_engine, "copy_engine_path_compute_slowdown");
 }
 
 }  // namespace

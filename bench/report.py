@@ -96,8 +96,8 @@ BLOCKS_LABELS = {
 }
 
 KERNEL_PATH_LABELS = {
-    "compute_beside_kernel_batches": "an FMA-bound kernel filling every SM, with batches by the gather kernel beside it",
-    "compute_beside_copy_engine_batches": "the same kernel, with batches by cuMemcpyBatchAsync beside it",
+    "kernel_path_compute_slowdown": "an FMA-bound kernel filling every SM, with batches by the gather kernel beside it",
+    "copy_engine_path_compute_slowdown": "the same kernel, with batches by cuMemcpyBatchAsync beside it",
 }
 
 FAST_PATHS = [

@@ -121,7 +121,11 @@ struct engine_options {
   int device = 0;                                      // the engine works in this device's primary context
   std::size_t pool_streams = 4;                        // streams for ops given no stream
   completion_policy policy = completion_policy::poll;
-  std::chrono::microseconds spin_window{200};          // poll: spin this long after the last activity
+  // poll: the poller spins this long after the last activity, then parks (a parked thread takes tens of
+  // microseconds to run again on a virtual machine, which the next op would pay). Unset: 1 ms on
+  // machines with at least 4 cores (the gaps of a request/response loop or of a benchmark's trials),
+  // else 200 us (on 2 cores the spinning poller takes the core that the copy threads need).
+  std::optional<std::chrono::microseconds> spin_window;
   completion_mark marks = completion_mark::by_submitter;  // poll: who writes a transfer's completion flag
   // poll: longest sleep between queries while work is pending (sleeps grow with the age of the oldest
   // pending work, 1/128 of it, so that a late look costs under 1% of a transfer's time).
@@ -135,7 +139,7 @@ struct engine_options {
   std::optional<std::chrono::microseconds> pending_spin;
   // While completions are owed to an io_context, one of its threads is kept running (a task that
   // re-queues itself) for at most this long after the last submission or completion there, so that a
-  // handler is not delayed by the wake-up of a parked thread; once nothing is owed, for at most 100 us
+  // handler is not delayed by the wake-up of a parked thread; once nothing is owed, for at most 1 ms
   // after it (the next op of a thread that submits one at a time finds it running). Zero: the
   // io_context's threads park as usual. Unset: 5 ms on machines with at least 4 cores, else zero (on 2
   // cores a spinning io thread takes the core that the completion bridge and the copy threads need).

@@ -50,6 +50,7 @@ completion_bridge::completion_bridge(const driver_table& driver, CUcontext conte
       options_(options),
       events_(driver, event_flags(options.policy)),
       flags_(flags_for(driver, options, flag_words)),
+      spin_window_(options.spin_window.value_or(std::chrono::microseconds(0))),
       pending_spin_(options.pending_spin.value_or(std::chrono::microseconds(0))),
       entries_(std::make_unique<entry[]>(flag_words)),
       free_entries_(static_cast<std::uint32_t>(flag_words)),
@@ -418,7 +419,7 @@ void completion_bridge::run() {
   auto last_failure_check = std::chrono::steady_clock::now();
   while (!abandoned_.load() && take_incoming()) {
     const auto now = std::chrono::steady_clock::now();
-    const bool young = now - last_activity_ < options_.spin_window;
+    const bool young = now - last_activity_ < spin_window_;
     if (pending_entries_ == 0) {
       // Right after activity more work usually follows (a coroutine's next transfer): stay awake for the
       // spin window so that it is seen without a wake-up, then park.

@@ -194,6 +194,7 @@ class completion_bridge {
   event_pool events_;
   std::unique_ptr<completion_flags> flags_;  // poll policy only
   std::atomic<bool> flags_usable_{true};     // false once the driver refused a flag write (unsupported)
+  std::chrono::microseconds spin_window_;   // engine_options::spin_window (the engine resolves its default)
   std::chrono::microseconds pending_spin_;  // engine_options::pending_spin (the engine resolves its default)
 
   std::unique_ptr<entry[]> entries_;  // reused, each with its flag word (the word of the same index)

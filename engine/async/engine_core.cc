@@ -106,6 +106,9 @@ engine_core::impl::impl(const engine_options& opts)
     }
     pool.push_back(stream);
   }
+  if (!options.spin_window) {
+    options.spin_window = cores >= 4 ? std::chrono::microseconds(1000) : std::chrono::microseconds(200);
+  }
   if (!options.pending_spin) {
     options.pending_spin = cores >= 4 ? std::chrono::microseconds(20000) : std::chrono::microseconds(0);
   }

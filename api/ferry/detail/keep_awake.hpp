@@ -80,9 +80,10 @@ struct keep_awake {
 
   // How long a turn goes on once nothing is owed (at most `spin`): a thread that waits for each op before
   // it submits the next (a request/response loop, the one-at-a-time transfers of a benchmark) submits
-  // within microseconds of its handler, and then finds a turn waiting instead of paying for posting a
-  // new one and for the parked thread's wake-up twice.
-  static constexpr std::chrono::microseconds linger{100};
+  // within microseconds of its handler, or after a short pause (its own work on the result, a
+  // benchmark's check between trials), and then finds a turn waiting instead of paying for posting a
+  // new one and for the parked thread's wake-up twice. As long as the poller's default spin window.
+  static constexpr std::chrono::microseconds linger{1000};
 
   bool wanted() const noexcept {
     if (owner->shut_down_flag()) return false;
