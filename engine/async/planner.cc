@@ -54,12 +54,6 @@ void choose_batch_path(prepared_transfer& transfer, batch_path path, bool on_str
   if (!transfer.batchable) {
     throw_invalid_argument(transfer.operation, chosen + "only plain 1-D copies are batched, not this operation");
   }
-  if (path == batch_path::kernel && !transfer.kernels_reach) {
-    throw_invalid_argument(transfer.operation, chosen + "a device side is memory of another context than the "
-                                                        "engine's (another device's, or a context of its own), "
-                                                        "which the engine's kernel cannot reach: give copy_engine "
-                                                        "or no batch path");
-  }
   transfer.batching = path;
 }
 
@@ -150,7 +144,6 @@ bool engine_core::impl::offer_to_batcher(const std::shared_ptr<operation>& op, s
                           transfer->bytes,
                           copy_direction(transfer->source, transfer->destination),
                           transfer->batching,
-                          transfer->kernels_reach,
                           op,
                           sequence,
                           transfer};

@@ -44,13 +44,6 @@ CUresult in_owner_context(std::uintptr_t address, Call call) {
 
 std::uintptr_t address_of(const void* pointer) { return reinterpret_cast<std::uintptr_t>(pointer); }
 
-// The context an allocation just made belongs to: the calling thread's current one.
-CUcontext current_context() noexcept {
-  CUcontext current = nullptr;
-  driver().cuCtxGetCurrent(&current);
-  return current;
-}
-
 }  // namespace
 
 void* malloc_host(std::string_view operation, std::size_t count, std::size_t element_size, alloc_flags flags) {
@@ -64,7 +57,7 @@ void* malloc_host(std::string_view operation, std::size_t count, std::size_t ele
     throw_cuda_error(status, "cuMemHostAlloc", describe_request(operation, count, element_size),
                      std::source_location::current());
   }
-  remember_own_range(address_of(pointer), bytes, current_context());
+  remember_own_range(address_of(pointer), bytes);
   return pointer;
 }
 
@@ -100,7 +93,7 @@ void* register_host(std::string_view operation, void* pointer, std::size_t count
     throw_cuda_error(status, "cuMemHostRegister", hex(pointer) + ", " + describe_request(operation, count, element_size),
                      std::source_location::current());
   }
-  remember_own_range(address_of(pointer), bytes, current_context());
+  remember_own_range(address_of(pointer), bytes);
   return pointer;
 }
 
@@ -129,7 +122,7 @@ CUdeviceptr malloc_device(std::string_view operation, std::size_t count, std::si
     throw_cuda_error(status, "cuMemAlloc", describe_request(operation, count, element_size),
                      std::source_location::current());
   }
-  remember_own_range(pointer, bytes, current_context());
+  remember_own_range(pointer, bytes);
   return pointer;
 }
 
@@ -146,7 +139,7 @@ CUdeviceptr malloc_managed(std::string_view operation, std::size_t count, std::s
     throw_cuda_error(status, "cuMemAllocManaged", describe_request(operation, count, element_size),
                      std::source_location::current());
   }
-  remember_own_range(pointer, bytes, current_context());
+  remember_own_range(pointer, bytes);
   return pointer;
 }
 

@@ -2,8 +2,6 @@
 // holds it. Argument checks use it to reject unknown pointers and ranges that run past an allocation.
 #pragma once
 
-#include <cuda.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -16,15 +14,7 @@ namespace ferry::detail {
 struct known_range {
   std::uintptr_t base;
   std::size_t size;
-  // The context the memory belongs to (null when the driver did not say). ferry's kernels run in one
-  // context and fault on device memory of another, which the copy engine reaches through unified
-  // addressing.
-  CUcontext context = nullptr;
 };
-
-// Whether `range` is memory of the calling thread's current context: what a kernel launched in that
-// context may touch.
-bool of_current_context(const known_range& range) noexcept;
 
 // The allocation holding `address`, or nullopt when the driver knows no such memory.
 std::optional<known_range> range_known_to_driver(std::uintptr_t address) noexcept;

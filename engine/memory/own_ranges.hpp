@@ -15,9 +15,8 @@
 
 namespace ferry::detail {
 
-// Remembers [base, base + size), memory of `context` (the one current when it was allocated or
-// registered). Never throws: a range that cannot be remembered is asked of the driver.
-void remember_own_range(std::uintptr_t base, std::size_t size, CUcontext context) noexcept;
+// Remembers [base, base + size). Never throws: a range that cannot be remembered is asked of the driver.
+void remember_own_range(std::uintptr_t base, std::size_t size) noexcept;
 
 // Forgets the range that starts at `base`, if remembered (before ferry frees or unregisters it).
 void forget_own_range(std::uintptr_t base) noexcept;

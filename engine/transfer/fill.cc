@@ -31,15 +31,7 @@ std::size_t plan_fill(std::string_view operation, CUdeviceptr destination, std::
     throw_invalid_argument(operation, "destination " + hex(destination) + " is not aligned to its element size of " +
                                           std::to_string(element_size) + " bytes");
   }
-  const std::optional<known_range> range = check_side(operation, device_side("destination", destination), 0, bytes);
-  // Elements of 8 and 16 bytes are set by ferry's fill kernel, launched in the current context (the
-  // engine's, or the caller's for the synchronous form): it would fault on another context's memory.
-  if (element_size > 4 && range && !of_current_context(*range)) {
-    throw_invalid_argument(operation, "destination " + hex(destination) + " is memory of another context than the " +
-                                          "one the fill kernel runs in (another device's, or a context of its own); " +
-                                          "elements of " + std::to_string(element_size) +
-                                          " bytes are set by a kernel: set them from that context (its device's engine)");
-  }
+  check_side(operation, device_side("destination", destination), 0, bytes);
   return bytes;
 }
 
