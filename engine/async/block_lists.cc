@@ -66,7 +66,8 @@ block_lists::block_lists(const driver_table& driver, settings chosen, staging_po
       // Three words per block: the sources, destinations and sizes ferry_copy_blocks reads.
       slabs_(driver, 3 * blocks_per_launch) {}
 
-batch_path block_lists::choose_path(std::string_view operation, batch_path path, const list& blocks) const {
+batch_path block_lists::choose_path(std::string_view operation, batch_path path, const list& blocks,
+                                    std::optional<std::size_t> foreign_device_block) const {
   if (path != batch_path::automatic && path != batch_path::copy_engine && path != batch_path::kernel) {
     throw_invalid_argument(operation, "transfer_options::batching " + std::to_string(static_cast<int>(path)) +
                                           " is not a batch_path");
@@ -78,6 +79,16 @@ batch_path block_lists::choose_path(std::string_view operation, batch_path path,
                                           " cannot reach page-locked host memory at its host address (no unified "
                                           "addressing, or CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM is 0): choose "
                                           "automatic or copy_engine");
+  }
+  if (foreign_device_block) {
+    if (path == batch_path::kernel) {
+      throw_invalid_argument(operation, "transfer_options::batching is kernel, but blocks[" +
+                                            std::to_string(*foreign_device_block) +
+                                            "].device is memory of another device than the engine's, which the "
+                                            "engine's kernel cannot reach (the copy engine can): choose automatic "
+                                            "or copy_engine");
+    }
+    return batch_path::copy_engine;
   }
   if (path == batch_path::copy_engine || !usable) return batch_path::copy_engine;
   if (path == batch_path::automatic && blocks.blocks.size() < settings_.kernel_min_blocks) return batch_path::copy_engine;
@@ -102,7 +113,7 @@ prepared_transfer block_lists::prepare(std::string_view operation, bool to_devic
   // copied).
   std::erase_if(checked.blocks, [](const checked_block& b) { return b.bytes == 0; });
   blocks.blocks = std::move(checked.blocks);
-  batch_path chosen = choose_path(operation, path, blocks);
+  batch_path chosen = choose_path(operation, path, blocks, checked.foreign_device_block);
   if (host_kind == memory_kind::pageable_host && !blocks.blocks.empty()) {
     // Packed into one staging chunk where they fit and one is free; otherwise the copy engine reads or
     // writes the pageable memory itself (through the driver's own staging).

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -56,7 +57,10 @@ class block_lists {
  private:
   struct list;  // one vectored transfer's blocks, slabs and staging, kept until the GPU is done
 
-  batch_path choose_path(std::string_view operation, batch_path path, const list& blocks) const;
+  // `foreign_device_block`: the first block in memory of another device (plan_blocks), which only the
+  // copy engine reaches.
+  batch_path choose_path(std::string_view operation, batch_path path, const list& blocks,
+                         std::optional<std::size_t> foreign_device_block) const;
   CUresult enqueue(list& blocks, CUstream stream);
   // Falls back to the copy engine (and says so in blocks.path) when the driver refuses the first launch.
   CUresult launch_kernel(list& blocks, CUstream stream);

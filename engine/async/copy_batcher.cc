@@ -200,7 +200,8 @@ std::size_t copy_batcher::kernel_share(std::vector<copy>& live) const {
       settings_.path == batch_path::kernel ||
       (settings_.path == batch_path::automatic && live.size() >= settings_.kernel_min_copies);
   const auto end = std::stable_partition(live.begin(), live.end(), [&](const copy& item) {
-    return item.path == batch_path::kernel || (item.path == batch_path::automatic && automatic_takes_kernel);
+    return item.kernel_reaches &&
+           (item.path == batch_path::kernel || (item.path == batch_path::automatic && automatic_takes_kernel));
   });
   return static_cast<std::size_t>(end - live.begin());
 }

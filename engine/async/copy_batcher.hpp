@@ -41,6 +41,7 @@ class copy_batcher {
     std::size_t bytes;
     direction way;  // for drivers without cuMemcpyBatchAsync
     batch_path path;  // the caller's choice (transfer_options::batching)
+    bool kernel_reaches;  // its device sides are memory of the engine's device (else the copy engine moves it)
     std::shared_ptr<operation> op;
     std::uint64_t sequence;  // the op's, in the engine's record of ops in flight
     std::shared_ptr<prepared_transfer> transfer;

@@ -54,6 +54,11 @@ void choose_batch_path(prepared_transfer& transfer, batch_path path, bool on_str
   if (!transfer.batchable) {
     throw_invalid_argument(transfer.operation, chosen + "only plain 1-D copies are batched, not this operation");
   }
+  if (path == batch_path::kernel && !transfer.kernels_reach) {
+    throw_invalid_argument(transfer.operation, chosen + "a device side is memory of another device than the "
+                                                        "engine's, which the engine's kernel cannot reach (the copy "
+                                                        "engine can): give copy_engine or no batch path");
+  }
   transfer.batching = path;
 }
 
@@ -144,6 +149,7 @@ bool engine_core::impl::offer_to_batcher(const std::shared_ptr<operation>& op, s
                           transfer->bytes,
                           copy_direction(transfer->source, transfer->destination),
                           transfer->batching,
+                          transfer->kernels_reach,
                           op,
                           sequence,
                           transfer};

@@ -135,12 +135,9 @@ bool engine_core::impl::resident_eligible(const prepared_transfer& transfer, boo
   // Between page-locked host memory and device memory: what the kernel reaches at the addresses given.
   const bool to_device = transfer.source.kind == memory_kind::pinned_host;
   if (to_device == (transfer.destination.kind == memory_kind::pinned_host)) return false;
-  // The device side must be the engine's context's: the copy engine reaches another device's memory (or
-  // another context's) through unified addressing, a kernel of this context would fault there.
-  CUcontext owner = nullptr;
-  const CUdeviceptr device_side = to_device ? transfer.destination.address : transfer.source.address;
-  return driver.cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, device_side) == CUDA_SUCCESS &&
-         owner == context;
+  // The device side must be on the engine's device: the copy engine reaches another device's memory
+  // through unified addressing, the kernel would fault there.
+  return transfer.kernels_reach;
 }
 
 bool engine_core::impl::post_to_resident(const prepared_transfer& transfer, submission& submitted) {

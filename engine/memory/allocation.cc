@@ -44,6 +44,12 @@ CUresult in_owner_context(std::uintptr_t address, Call call) {
 
 std::uintptr_t address_of(const void* pointer) { return reinterpret_cast<std::uintptr_t>(pointer); }
 
+// The device an allocation just made is on: the current context's (-1 if the driver does not say).
+int current_device() noexcept {
+  CUdevice current = -1;
+  return driver().cuCtxGetDevice(&current) == CUDA_SUCCESS ? static_cast<int>(current) : -1;
+}
+
 }  // namespace
 
 void* malloc_host(std::string_view operation, std::size_t count, std::size_t element_size, alloc_flags flags) {
@@ -57,7 +63,7 @@ void* malloc_host(std::string_view operation, std::size_t count, std::size_t ele
     throw_cuda_error(status, "cuMemHostAlloc", describe_request(operation, count, element_size),
                      std::source_location::current());
   }
-  remember_own_range(address_of(pointer), bytes);
+  remember_own_range(address_of(pointer), bytes, current_device());
   return pointer;
 }
 
@@ -93,7 +99,7 @@ void* register_host(std::string_view operation, void* pointer, std::size_t count
     throw_cuda_error(status, "cuMemHostRegister", hex(pointer) + ", " + describe_request(operation, count, element_size),
                      std::source_location::current());
   }
-  remember_own_range(address_of(pointer), bytes);
+  remember_own_range(address_of(pointer), bytes, current_device());
   return pointer;
 }
 
@@ -122,7 +128,7 @@ CUdeviceptr malloc_device(std::string_view operation, std::size_t count, std::si
     throw_cuda_error(status, "cuMemAlloc", describe_request(operation, count, element_size),
                      std::source_location::current());
   }
-  remember_own_range(pointer, bytes);
+  remember_own_range(pointer, bytes, current_device());
   return pointer;
 }
 
@@ -139,7 +145,7 @@ CUdeviceptr malloc_managed(std::string_view operation, std::size_t count, std::s
     throw_cuda_error(status, "cuMemAllocManaged", describe_request(operation, count, element_size),
                      std::source_location::current());
   }
-  remember_own_range(pointer, bytes);
+  remember_own_range(pointer, bytes, current_device());
   return pointer;
 }
 

@@ -30,19 +30,27 @@ std::optional<known_range> range_known_to_driver(std::uintptr_t address) noexcep
   const auto& driver = detail::driver();
   CUdeviceptr base = 0;
   std::size_t size = 0;
+  int device = -1;
   // Pointer attributes cover every kind the driver tracks (device, managed, pinned, registered) under
-  // unified addressing; cuMemGetAddressRange is the fallback for device memory. Both attributes in one
+  // unified addressing; cuMemGetAddressRange is the fallback for device memory. The attributes in one
   // call: every engine op asks this before its work is enqueued, and each call costs ~65 ns on the H200.
   // (An address the driver does not know is no error here: its size reads 0.)
-  CUpointer_attribute attributes[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
-  void* values[] = {&base, &size};
-  if (driver.cuPointerGetAttributes(2, attributes, values, address) == CUDA_SUCCESS && size != 0) {
-    return known_range{static_cast<std::uintptr_t>(base), size};
+  CUpointer_attribute attributes[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+                                      CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+  void* values[] = {&base, &size, &device};
+  if (driver.cuPointerGetAttributes(3, attributes, values, address) == CUDA_SUCCESS && size != 0) {
+    return known_range{static_cast<std::uintptr_t>(base), size, device};
   }
   if (driver.cuMemGetAddressRange(&base, &size, static_cast<CUdeviceptr>(address)) == CUDA_SUCCESS) {
     return known_range{static_cast<std::uintptr_t>(base), size};
   }
   return std::nullopt;
+}
+
+bool on_current_device(const known_range& range) noexcept {
+  CUdevice current = -1;
+  return range.device >= 0 && detail::driver().cuCtxGetDevice(&current) == CUDA_SUCCESS &&
+         static_cast<int>(current) == range.device;
 }
 
 namespace {

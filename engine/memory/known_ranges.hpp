@@ -14,7 +14,15 @@ namespace ferry::detail {
 struct known_range {
   std::uintptr_t base;
   std::size_t size;
+  // The ordinal of the device the memory is on (-1 when the driver did not say). A kernel faults on
+  // another device's memory, which the copy engine reaches through unified addressing; contexts of one
+  // device share their memory with each other's kernels.
+  int device = -1;
 };
+
+// Whether `range` is memory of the device of the calling thread's current context: what a kernel
+// launched in that context may touch.
+bool on_current_device(const known_range& range) noexcept;
 
 // The allocation holding `address`, or nullopt when the driver knows no such memory.
 std::optional<known_range> range_known_to_driver(std::uintptr_t address) noexcept;

@@ -14,7 +14,7 @@ namespace {
 
 struct record {
   std::shared_mutex mutex;
-  std::map<std::uintptr_t, std::size_t> sizes;  // by base
+  std::map<std::uintptr_t, known_range> ranges;  // by base
   // Raised each time a range is forgotten: the threads' caches hold only ranges found since the value
   // they saw.
   std::atomic<std::uint64_t> generation{0};
@@ -49,12 +49,12 @@ void recheck(record& r) noexcept {
   if (r.checked_at_release.load(std::memory_order_relaxed) == released) return;  // another thread did
   r.checked_at_release.store(released, std::memory_order_release);
   bool forgot = false;
-  for (auto it = r.sizes.begin(); it != r.sizes.end();) {
+  for (auto it = r.ranges.begin(); it != r.ranges.end();) {
     const std::optional<known_range> known = range_known_to_driver(it->first);
-    if (known && known->base == it->first && known->size == it->second) {
+    if (known && known->base == it->first && known->size == it->second.size) {
       ++it;
     } else {
-      it = r.sizes.erase(it);
+      it = r.ranges.erase(it);
       forgot = true;
     }
   }
@@ -63,12 +63,12 @@ void recheck(record& r) noexcept {
 
 }  // namespace
 
-void remember_own_range(std::uintptr_t base, std::size_t size) noexcept {
+void remember_own_range(std::uintptr_t base, std::size_t size, int device) noexcept {
   if (size == 0) return;
   record& r = shared_record();
   try {
     std::unique_lock lock(r.mutex);
-    r.sizes.insert_or_assign(base, size);
+    r.ranges.insert_or_assign(base, known_range{base, size, device});
   } catch (...) {
     // Not remembered: the driver is asked about it instead.
   }
@@ -77,7 +77,7 @@ void remember_own_range(std::uintptr_t base, std::size_t size) noexcept {
 void forget_own_range(std::uintptr_t base) noexcept {
   record& r = shared_record();
   std::unique_lock lock(r.mutex);
-  if (r.sizes.erase(base) != 0) r.generation.fetch_add(1, std::memory_order_acq_rel);
+  if (r.ranges.erase(base) != 0) r.generation.fetch_add(1, std::memory_order_acq_rel);
 }
 
 std::optional<known_range> own_range(std::uintptr_t address) noexcept {
@@ -93,10 +93,9 @@ std::optional<known_range> own_range(std::uintptr_t address) noexcept {
     if (holds(range, address)) return range;
   }
   std::shared_lock lock(r.mutex);
-  auto after = r.sizes.upper_bound(address);
-  if (after == r.sizes.begin()) return std::nullopt;
-  const auto& [base, size] = *std::prev(after);
-  const known_range range{base, size};
+  auto after = r.ranges.upper_bound(address);
+  if (after == r.ranges.begin()) return std::nullopt;
+  const known_range range = std::prev(after)->second;
   if (!holds(range, address)) return std::nullopt;
   // Cached under the generation read before the lookup: a range forgotten since is dropped at the next
   // look, which sees the raised generation.

@@ -15,8 +15,9 @@
 
 namespace ferry::detail {
 
-// Remembers [base, base + size). Never throws: a range that cannot be remembered is asked of the driver.
-void remember_own_range(std::uintptr_t base, std::size_t size) noexcept;
+// Remembers [base, base + size), memory on `device` (the ordinal of the current context's device when
+// it was allocated or registered). Never throws: a range that cannot be remembered is asked of the driver.
+void remember_own_range(std::uintptr_t base, std::size_t size, int device) noexcept;
 
 // Forgets the range that starts at `base`, if remembered (before ferry frees or unregisters it).
 void forget_own_range(std::uintptr_t base) noexcept;

@@ -12,14 +12,18 @@ namespace ferry::detail {
 plan_1d plan_copy_1d(std::string_view operation, std::size_t count, std::size_t element_size, const endpoint& source,
                      const endpoint& destination) {
   const std::size_t bytes = byte_size(operation, "count", count, element_size);
-  check_side(operation, source, 0, bytes);
-  check_side(operation, destination, 0, bytes);
+  const std::optional<known_range> source_range = check_side(operation, source, 0, bytes);
+  const std::optional<known_range> destination_range = check_side(operation, destination, 0, bytes);
   if (source.kind != memory_kind::device && destination.kind != memory_kind::device) {
     throw_invalid_argument(operation, "source and destination are both host memory; ferry copies to or from a device");
   }
   // Whatever the kinds: a host pointer may name mapped or managed memory that the device side names too.
   check_disjoint(operation, source.address, destination.address, bytes);
-  return {bytes, copy_direction(source, destination)};
+  const auto reached = [](const endpoint& side, const std::optional<known_range>& range) {
+    return side.kind != memory_kind::device || (range && on_current_device(*range));
+  };
+  return {bytes, copy_direction(source, destination),
+          reached(source, source_range) && reached(destination, destination_range)};
 }
 
 void check_device_range(std::string_view operation, std::size_t count, std::size_t element_size, endpoint side) {
@@ -66,6 +70,7 @@ prepared_transfer prepare_copy_1d(std::string_view operation, std::size_t count,
   transfer.destination = destination;
   transfer.pageable = source.kind == memory_kind::pageable_host || destination.kind == memory_kind::pageable_host;
   transfer.batchable = true;
+  transfer.kernels_reach = plan.kernels_reach;
   // The direct form; a pageable transfer uses it once its memory is page-locked (registered).
   transfer.enqueue = [plan](const prepared_transfer& self, CUstream stream) {
     const char* call = nullptr;

@@ -30,6 +30,8 @@ class known_allocations {
     if (address != 0 && !ranges_.empty() && within(ranges_.front(), address, bytes)) return;
     check_further(operation, kind, address, bytes, index, side);
   }
+  // The first block found in memory of another device than the current context's, if any.
+  std::optional<std::size_t> first_foreign() const noexcept { return first_foreign_; }
 
  private:
   static bool within(const known_range& r, std::uintptr_t address, std::size_t bytes) noexcept {
@@ -44,6 +46,7 @@ class known_allocations {
     const std::string argument = block_argument(index, side);
     // Throws for null, unknown or short ranges.
     if (std::optional<known_range> range = check_side(operation, endpoint{kind, address, argument}, 0, bytes)) {
+      if (!first_foreign_ && !on_current_device(*range)) first_foreign_ = index;
       if (ranges_.size() == most_remembered) ranges_.pop_back();
       ranges_.insert(ranges_.begin(), *range);
     }
@@ -51,6 +54,7 @@ class known_allocations {
 
   static constexpr std::size_t most_remembered = 8;
   std::vector<known_range> ranges_;
+  std::optional<std::size_t> first_foreign_;
 };
 
 // Pageable memory found not to be device memory, by 2 MiB region: the driver reserves device memory in
@@ -196,6 +200,7 @@ checked_blocks plan_blocks(std::string_view operation, bool to_device, memory_ki
     checked.blocks.push_back({b.host, b.device, bytes});
   }
   check_written_ranges_disjoint(operation, checked.blocks, to_device);
+  checked.foreign_device_block = devices.first_foreign();
   return checked;
 }
 

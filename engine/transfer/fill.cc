@@ -31,7 +31,15 @@ std::size_t plan_fill(std::string_view operation, CUdeviceptr destination, std::
     throw_invalid_argument(operation, "destination " + hex(destination) + " is not aligned to its element size of " +
                                           std::to_string(element_size) + " bytes");
   }
-  check_side(operation, device_side("destination", destination), 0, bytes);
+  const std::optional<known_range> range = check_side(operation, device_side("destination", destination), 0, bytes);
+  // Elements of 8 and 16 bytes are set by ferry's fill kernel, launched in the current context (the
+  // engine's, or the caller's for the synchronous form): it would fault on another device's memory.
+  if (element_size > 4 && range && !on_current_device(*range)) {
+    throw_invalid_argument(operation, "destination " + hex(destination) + " is memory of device " +
+                                          std::to_string(range->device) + ", not of the device the fill kernel " +
+                                          "runs on; elements of " + std::to_string(element_size) +
+                                          " bytes are set by a kernel: set them there (that device's engine)");
+  }
   return bytes;
 }
 

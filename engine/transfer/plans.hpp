@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -28,6 +29,7 @@ inline direction copy_direction(const endpoint& source, const endpoint& destinat
 struct plan_1d {
   std::size_t bytes;
   direction way;
+  bool kernels_reach = false;  // every device side is memory of the current context's device
 };
 plan_1d plan_copy_1d(std::string_view operation, std::size_t count, std::size_t element_size, const endpoint& source,
                      const endpoint& destination);
@@ -64,6 +66,9 @@ struct checked_block {
 struct checked_blocks {
   std::vector<checked_block> blocks;
   std::size_t bytes = 0;  // all blocks together
+  // The first block whose device side is memory of another device than the current context's: a kernel
+  // launched in the current context cannot reach it.
+  std::optional<std::size_t> foreign_device_block;
 };
 checked_blocks plan_blocks(std::string_view operation, bool to_device, memory_kind host_kind,
                            std::span<const block_sides> blocks, std::size_t element_size);

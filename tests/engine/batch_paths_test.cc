@@ -61,15 +61,7 @@ struct batch_fixture : ferry::testing::device_fixture {
   // batches, and runs the io_context until each has moved its bytes.
   template <class Start>
   void run_together(Start start_copy) {
-    std::atomic<std::size_t> done{0};
-    for (std::size_t i = 0; i < copies; ++i) {
-      start_copy(i, [&](boost::system::error_code error, std::size_t moved) {
-        BOOST_TEST(!error);
-        BOOST_TEST(moved == words * 4);
-        ++done;
-      });
-    }
-    BOOST_TEST(ferry::testing::run_until(io, [&] { return done == copies; }));
+    ferry::testing::run_together(io, copies, words * 4, start_copy);
   }
 
   // Pokes `source` (page-locked) to the device, copies it on the device, peeks it back into `back`

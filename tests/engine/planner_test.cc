@@ -55,22 +55,9 @@ struct planner_fixture : ferry::testing::device_fixture {
     return std::exchange(seen, {});
   }
   std::size_t registered_now() { return ferry::testing::on_sim() ? sim::current_usage().registered_ranges : 0; }
-  // Starts `copies` copies at once, so that they meet in batches (start_copy(i, handler) starts the
-  // i-th), and runs the io_context until each has completed with `bytes` moved.
   template <class Start>
   void run_together(std::size_t copies, std::size_t bytes, Start start_copy) {
-    std::atomic<std::size_t> done{0};
-    for (std::size_t i = 0; i < copies; ++i) {
-      start_copy(i, [&](boost::system::error_code error, std::size_t moved) {
-        BOOST_TEST(!error);
-        BOOST_TEST(moved == bytes);
-        ++done;
-      });
-    }
-    while (done < copies) {
-      io.restart();
-      io.run_for(std::chrono::milliseconds(5));
-    }
+    ferry::testing::run_together(io, copies, bytes, start_copy);
   }
 
   asio::io_context io;

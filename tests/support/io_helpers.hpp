@@ -4,7 +4,9 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/system/error_code.hpp>
+#include <boost/test/unit_test.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <functional>
@@ -20,6 +22,21 @@ inline bool run_until(boost::asio::io_context& io, const std::function<bool()>& 
     io.run_for(std::chrono::milliseconds(5));
   }
   return done();
+}
+
+// Starts `count` transfers at once (start(i, handler) starts the i-th), so that they meet in the engine's
+// batches, and runs `io` until each completed; checks that each moved `bytes_each` bytes without error.
+template <class Start>
+void run_together(boost::asio::io_context& io, std::size_t count, std::size_t bytes_each, Start start) {
+  std::atomic<std::size_t> done{0};
+  for (std::size_t i = 0; i < count; ++i) {
+    start(i, [&](boost::system::error_code error, std::size_t moved) {
+      BOOST_TEST(!error);
+      BOOST_TEST(moved == bytes_each);
+      ++done;
+    });
+  }
+  BOOST_TEST(run_until(io, [&] { return done == count; }));
 }
 
 // Runs `io` for a while: long enough for a completion to have arrived if one were coming.

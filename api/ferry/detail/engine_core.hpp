@@ -72,6 +72,9 @@ struct prepared_transfer {
   endpoint destination{};
   bool pageable = false;  // a side is pageable host memory: the planner decides how it moves
   bool batchable = false;  // a plain 1-D copy, which cuMemcpyBatchAsync can carry
+  // Its device sides are memory of the engine's device, which the engine's kernels (the batch path's,
+  // the resident copier's) reach; another device's memory only the copy engine reaches.
+  bool kernels_reach = false;
   // False for a vector the op owns and hands back: ferry cannot see the caller free it later, so a
   // registration would outlive the memory (a registered range whose pages are gone).
   bool registrable = true;
