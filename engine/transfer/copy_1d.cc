@@ -19,8 +19,9 @@ plan_1d plan_copy_1d(std::string_view operation, std::size_t count, std::size_t 
   }
   // Whatever the kinds: a host pointer may name mapped or managed memory that the device side names too.
   check_disjoint(operation, source.address, destination.address, bytes);
-  const auto reached = [](const endpoint& side, const std::optional<known_range>& range) {
-    return side.kind != memory_kind::device || (range && on_current_device(*range));
+  // A copy of no bytes touches nothing: any path takes it.
+  const auto reached = [bytes](const endpoint& side, const std::optional<known_range>& range) {
+    return side.kind != memory_kind::device || bytes == 0 || (range && on_current_device(*range));
   };
   return {bytes, copy_direction(source, destination),
           reached(source, source_range) && reached(destination, destination_range)};

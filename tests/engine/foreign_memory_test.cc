@@ -159,6 +159,19 @@ BOOST_AUTO_TEST_CASE(memory_of_a_second_context_of_the_engines_device_takes_its_
   BOOST_TEST(every_word);
 }
 
+// Nothing is touched: the kernel path may be asked for whatever the memory (the fuzzer's corpus has it).
+BOOST_AUTO_TEST_CASE(a_copy_of_no_bytes_takes_the_kernel_path_asked_for) {
+  start();
+  auto source = pinned_buffer<std::uint32_t>::allocate(words);
+  auto there = gpu->allocate<std::uint32_t>(words);
+  outcome empty;
+  gpu->poke(pinned_span(host_ptr<const std::uint32_t>(source.data()), 0), there.get(), batch_path::kernel,
+            record(empty));
+  BOOST_TEST(ferry::testing::run_until(io, [&] { return empty.calls == 1; }));
+  BOOST_TEST(!empty.error);
+  BOOST_TEST(empty.bytes == 0u);
+}
+
 BOOST_FIXTURE_TEST_CASE(batched_copies_of_another_devices_memory_take_the_copy_engine, other_device_fixture,
                         *with_two_devices()) {
   engine_options by_kernel;
