@@ -44,12 +44,6 @@ CUresult in_owner_context(std::uintptr_t address, Call call) {
 
 std::uintptr_t address_of(const void* pointer) { return reinterpret_cast<std::uintptr_t>(pointer); }
 
-// The device an allocation just made is on: the current context's (-1 if the driver does not say).
-int current_device() noexcept {
-  CUdevice current = -1;
-  return driver().cuCtxGetDevice(&current) == CUDA_SUCCESS ? static_cast<int>(current) : -1;
-}
-
 }  // namespace
 
 void* malloc_host(std::string_view operation, std::size_t count, std::size_t element_size, alloc_flags flags) {

@@ -47,10 +47,13 @@ std::optional<known_range> range_known_to_driver(std::uintptr_t address) noexcep
   return std::nullopt;
 }
 
-bool on_current_device(const known_range& range) noexcept {
+int current_device() noexcept {
   CUdevice current = -1;
-  return range.device >= 0 && detail::driver().cuCtxGetDevice(&current) == CUDA_SUCCESS &&
-         static_cast<int>(current) == range.device;
+  return detail::driver().cuCtxGetDevice(&current) == CUDA_SUCCESS ? static_cast<int>(current) : -1;
+}
+
+bool on_current_device(const known_range& range) noexcept {
+  return range.device >= 0 && current_device() == range.device;
 }
 
 namespace {

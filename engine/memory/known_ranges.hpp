@@ -20,6 +20,9 @@ struct known_range {
   int device = -1;
 };
 
+// The ordinal of the current context's device (-1 when there is none).
+int current_device() noexcept;
+
 // Whether `range` is memory of the device of the calling thread's current context: what a kernel
 // launched in that context may touch.
 bool on_current_device(const known_range& range) noexcept;

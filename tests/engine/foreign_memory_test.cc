@@ -37,15 +37,6 @@ constexpr std::size_t copies = 64;
 constexpr std::size_t words = 1000;  // 4000 bytes each
 constexpr std::size_t blocks = 48;   // past batch_kernel_min_copies: a block list for the kernel
 
-// Cases with another device's memory: two devices (the sim's default; two GPUs on cuda).
-auto with_two_devices() {
-  return boost::unit_test::precondition([](boost::unit_test::test_unit_id) {
-    boost::test_tools::assertion_result result(device::count() >= 2);
-    result.message() << "needs two devices";
-    return result;
-  });
-}
-
 struct foreign_fixture : ferry::testing::device_fixture {
   // Batches of every size go to the kernel unless the memory keeps them off it.
   engine& start(engine_options options = {}) {
@@ -114,7 +105,8 @@ struct foreign_fixture : ferry::testing::device_fixture {
   std::unique_ptr<engine> gpu;
 };
 
-// Device 1's primary context, held for the case.
+// Device 1's primary context, held for the case (cases with another device's memory need two devices:
+// the sim's default, two GPUs on cuda).
 struct other_device_fixture : foreign_fixture {
   context other = context::primary(device::get(1));
 };
@@ -173,7 +165,7 @@ BOOST_AUTO_TEST_CASE(a_copy_of_no_bytes_takes_the_kernel_path_asked_for) {
 }
 
 BOOST_FIXTURE_TEST_CASE(batched_copies_of_another_devices_memory_take_the_copy_engine, other_device_fixture,
-                        *with_two_devices()) {
+                        *ferry::testing::only_with_two_devices()) {
   engine_options by_kernel;
   by_kernel.batching = batch_path::kernel;  // the engine's choice: such copies still take the copy engine
   start(by_kernel);
@@ -185,7 +177,7 @@ BOOST_FIXTURE_TEST_CASE(batched_copies_of_another_devices_memory_take_the_copy_e
 }
 
 BOOST_FIXTURE_TEST_CASE(the_kernel_asked_for_another_devices_memory_is_refused_and_the_copy_engine_moves_it,
-                        other_device_fixture, *with_two_devices()) {
+                        other_device_fixture, *ferry::testing::only_with_two_devices()) {
   start();
   const auto values = random_vector<std::uint32_t>(words, 1712);
   auto source = pinned_buffer<std::uint32_t>::allocate(words);
@@ -224,7 +216,7 @@ BOOST_FIXTURE_TEST_CASE(the_kernel_asked_for_another_devices_memory_is_refused_a
 }
 
 BOOST_FIXTURE_TEST_CASE(block_lists_and_single_copies_of_another_devices_memory_take_the_copy_engine,
-                        other_device_fixture, *with_two_devices()) {
+                        other_device_fixture, *ferry::testing::only_with_two_devices()) {
   engine_options resident;
   resident.resident_copies = true;
   start(resident);

@@ -133,11 +133,7 @@ BOOST_AUTO_TEST_CASE(small_copies_one_at_a_time_take_the_resident_copier_and_mov
 // The copy engine reaches another device's memory through unified addressing; the engine's kernel would
 // fault there. Two devices: the sim's default, two GPUs on cuda.
 BOOST_AUTO_TEST_CASE(copies_to_another_devices_memory_take_the_copy_engine,
-                     *boost::unit_test::precondition([](boost::unit_test::test_unit_id) {
-                       boost::test_tools::assertion_result result(device::count() >= 2);
-                       result.message() << "needs two devices";
-                       return result;
-                     })) {
+                     *ferry::testing::only_with_two_devices()) {
   start();
   fill_areas(1207);
   // Held for the whole case: releasing its last hold would destroy the context and free its memory.
