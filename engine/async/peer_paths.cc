@@ -162,8 +162,10 @@ int device_of(const driver_table& driver, std::string_view operation, CUdevicept
 
 // The kernel runs in the engine's context and must reach both sides there: a side of another context is
 // on another device, a peer of the engine's, whose context the engine's context is given access to here
-// (if it has none yet). Memory of another context on the engine's own device is out of the kernel's
-// reach (each context has its own address space; peer access joins devices, not contexts).
+// (if it has none yet). Memory of another context on the engine's own device is refused: the path is
+// for a peer device's memory (peer access joins devices, not contexts), and a copy within one device is
+// the copy engine's. (Contexts of one device do share their memory with each other's kernels: the
+// batch kernel moves such memory, tests/engine:foreign_memory_test.)
 void prepare_kernel(const prepared_transfer& transfer, const peer_lanes& lanes, CUcontext source_context,
                     CUcontext destination_context) {
   const driver_table& driver = lanes.driver();
@@ -188,8 +190,8 @@ void prepare_kernel(const prepared_transfer& transfer, const peer_lanes& lanes, 
     const int other_device = device_of(driver, operation, end.address, end.name);
     if (other_device == engine_device) {
       throw_invalid_argument(operation, chosen + "the " + end.name + " is memory of another context of that device (" +
-                                            hex(end.context) + "), out of a kernel's reach there: take copy_engine "
-                                            "or split");
+                                            hex(end.context) + "), which the kernel path does not take (it is for a "
+                                            "peer device's memory): take copy_engine or split");
     }
     int can = 0;
     check(driver.cuDeviceCanAccessPeer(&can, lanes.device(), static_cast<CUdevice>(other_device)),
