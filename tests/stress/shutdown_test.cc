@@ -67,14 +67,27 @@ const char* const exit_modes[] = {
 };
 constexpr int mode_count = 4;
 
-// Waits (at most 30 s) until every worker is issuing ops and some have completed.
-bool wait_for_load(const stress::workload_totals& totals, std::size_t workers) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (totals.workers_started < workers || totals.ops < 100) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
+// Waits until every worker is issuing ops and some have completed. A slow machine (a sanitizer, other
+// builds beside it) only makes the wait longer; a wait that sees no worker start and no op complete for
+// 30 s is a stall. Returns what it saw when it gave up; empty once the load is there.
+std::string wait_for_load(const stress::workload_totals& totals, std::size_t workers) {
+  using clock = std::chrono::steady_clock;
+  std::size_t started = totals.workers_started, ops = totals.ops;
+  auto last_progress = clock::now();
+  while (started < workers || ops < 100) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const std::size_t started_now = totals.workers_started, ops_now = totals.ops;
+    if (started_now != started || ops_now != ops) {
+      started = started_now;
+      ops = ops_now;
+      last_progress = clock::now();
+    } else if (clock::now() - last_progress > std::chrono::seconds(30)) {
+      return "no progress for 30 s: " + std::to_string(started) + " of " + std::to_string(workers) +
+             " workers started, " + std::to_string(ops) + " ops completed, " + std::to_string(totals.failures) +
+             " failures";
+    }
   }
-  return true;
+  return {};
 }
 
 // The children exit with device memory allocated on purpose, which memcheck's leak check would report
@@ -166,7 +179,8 @@ BOOST_AUTO_TEST_CASE(stopping_the_io_context_and_destroying_the_engine_at_random
       auto gpu = std::make_unique<engine>(io.get_executor());
       stress::spawn_workload(*gpu, io.get_executor(), options, totals);
       std::thread first([&] { io.run(); }), second([&] { io.run(); });
-      BOOST_TEST(wait_for_load(totals, options.workers));
+      const std::string stalled = wait_for_load(totals, options.workers);
+      BOOST_TEST(stalled.empty(), "round " << round << ": " << stalled);
       std::this_thread::sleep_for(std::chrono::microseconds(random() % 50000));
       io.stop();
       first.join();
@@ -237,7 +251,8 @@ BOOST_AUTO_TEST_CASE(load_then_exit) {
   auto* first = new std::thread(run);
   auto* second = new std::thread(run);
   static asio::io_context* running = io;
-  BOOST_REQUIRE(wait_for_load(*totals, 16));
+  const std::string stalled = wait_for_load(*totals, 16);
+  BOOST_REQUIRE_MESSAGE(stalled.empty(), "child: " << stalled);
   std::this_thread::sleep_for(std::chrono::microseconds(std::mt19937(seed)() % 100000));
   auto say = [mode, totals] {
     std::printf("child: exiting (%s) after %zu ops, %zu failures\n", mode.c_str(), totals->ops.load(),
