@@ -2,16 +2,21 @@
 // same run, rounds interleaved: put bandwidth from 4 KiB to 256 MiB (ucp_put_bw), get bandwidth at
 // 256 MiB (ucp_get), and 4 KiB latency: half a message round trip (ferry's async_send to a peer that
 // echoes it, against tag_lat's 50th percentile). ferry's peer is a second process (this binary
-// started again); ucx_perftest runs its usual server/client pair. On the sim backend: host memory over
+// started again); ucx_perftest runs its usual server/client pair, with ferry's peer stopped meanwhile
+// (it polls while its receive is posted, which would take a core from ucx_perftest's pair). On the sim backend: host memory over
 // loopback TCP (real UCX, no GPU involved); on the cuda backend: device memory on both sides (cuda_ipc,
 // cuda_copy). Both sides poll UCX (ucx_perftest always does; ferry's workers use progress_mode::polling).
 #include <boost/asio/io_context.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
+#include <signal.h>
+#include <sys/wait.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -87,6 +92,24 @@ double run_perftest(const std::filesystem::path& perftest, const std::string& tr
   }
   throw std::runtime_error("ucx_perftest " + test + " printed no Final line:\n" + output);
 }
+
+// Stops a process (SIGSTOP) for its lifetime, then lets it go on (SIGCONT).
+class stopped_process {
+ public:
+  explicit stopped_process(pid_t pid) : pid_(pid) {
+    if (::kill(pid_, SIGSTOP) != 0) throw std::runtime_error(std::string("cannot stop the peer: ") + std::strerror(errno));
+    int status = 0;  // stopped once waitpid says so (SIGSTOP is not synchronous)
+    if (::waitpid(pid_, &status, WUNTRACED) != pid_ || !WIFSTOPPED(status)) {
+      throw std::runtime_error("the peer did not stop (it ended?)");
+    }
+  }
+  ~stopped_process() { ::kill(pid_, SIGCONT); }
+  stopped_process(const stopped_process&) = delete;
+  stopped_process& operator=(const stopped_process&) = delete;
+
+ private:
+  pid_t pid_;
+};
 
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
@@ -252,8 +275,11 @@ int main(int argc, char** argv) try {
     std::vector<double> ferry_seconds, raw_seconds;
     for (int round = 0; round < rounds; ++round) {
       ferry_seconds.push_back(fixture.transfers(put, bytes, iterations) / iterations);
-      double mb_per_second = run_perftest(perftest, transports, put ? "ucp_put_bw" : "ucp_get", bytes, iterations,
-                                          memory, 6);
+      double mb_per_second = 0;
+      {
+        const stopped_process quiet(fixture.peer->pid());
+        mb_per_second = run_perftest(perftest, transports, put ? "ucp_put_bw" : "ucp_get", bytes, iterations, memory, 6);
+      }
       raw_seconds.push_back(static_cast<double>(bytes) / (mb_per_second * 1048576.0));
       std::cerr << "  " << name << " round " << round + 1 << ": ferry " << bytes / ferry_seconds.back() / 1e9
                 << " GB/s, ucx_perftest " << mb_per_second * 1048576.0 / 1e9 << " GB/s\n";
@@ -272,7 +298,10 @@ int main(int argc, char** argv) try {
   std::vector<double> ferry_latency, raw_latency;
   for (int round = 0; round < rounds; ++round) {
     ferry_latency.push_back(fixture.latency(4096, 2000));
-    raw_latency.push_back(run_perftest(perftest, transports, "tag_lat", 4096, 2000, "host", 2) * 1e-6);
+    {
+      const stopped_process quiet(fixture.peer->pid());
+      raw_latency.push_back(run_perftest(perftest, transports, "tag_lat", 4096, 2000, "host", 2) * 1e-6);
+    }
     std::cerr << "  remote_latency_4KiB round " << round + 1 << ": ferry " << ferry_latency.back() * 1e6
               << " us, ucx_perftest " << raw_latency.back() * 1e6 << " us\n";
   }
