@@ -3,8 +3,10 @@
 #include <boost/asio/error.hpp>
 #include <boost/asio/post.hpp>
 
+#include <memory>
 #include <stdexcept>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 namespace ferry::remote::detail {
@@ -29,6 +31,18 @@ void on_received(void* ucx, ucs_status_t status, const ucp_tag_recv_info_t* info
   op->ucx = nullptr;
   ucp_request_free(ucx);
   op->owner_->finish(*op, status, status == UCS_OK ? info->length : 0);
+}
+
+// The puts one flush completes.
+struct flush_group {
+  endpoint_core* owner = nullptr;
+  std::vector<request_state*> puts;
+};
+
+void on_flushed(void* ucx, ucs_status_t status, void* user) {
+  std::unique_ptr<flush_group> group(static_cast<flush_group*>(user));
+  ucp_request_free(ucx);
+  for (request_state* op : group->puts) group->owner->finish(*op, status, status == UCS_OK ? op->bytes : 0);
 }
 
 // The peer failed (UCX's own detection): handled outside UCX's callback, as UCX asks, on the executor.
@@ -158,6 +172,7 @@ void endpoint_core::fail(boost::system::error_code why) {
     if (op->ucx != nullptr && op->withdraw_on_cancel) ucp_request_cancel(worker_->handle(), op->ucx);
   }
   release_endpoint();
+  fail_unflushed();
 }
 
 std::shared_ptr<request_state> endpoint_core::prepare(completion_ptr done) {
@@ -222,13 +237,51 @@ void endpoint_core::put(const std::shared_ptr<request_state>& op, local_bytes lo
       finish(*op, UCS_PTR_STATUS(written), 0);
       return;
     }
-    // The put's own request only says the local buffer may be reused; the flush behind it says the
+    // The put's own request only says the local buffer may be reused; a flush behind it says the
     // bytes are in the peer's memory, which is what the op promises (a notification may follow).
     if (written != nullptr) ucp_request_free(written);
-    ucp_request_param_t flush = send_parameters(*op);
-    track(op, ucp_ep_flush_nbx(endpoint_, &flush), local.size);
+    op->bytes = local.size;
+    unflushed_.push_back(op.get());
+    if (!flush_scheduled_) {
+      flush_scheduled_ = true;
+      boost::asio::post(worker_->executor(), [self = shared_from_this()] {
+        {
+          std::lock_guard guard(self->worker_->lock());
+          self->flush_unflushed();
+        }
+        self->worker_->kick();
+      });
+    }
   }
   worker_->kick();
+}
+
+void endpoint_core::flush_unflushed() {
+  flush_scheduled_ = false;
+  if (unflushed_.empty()) return;
+  if (failure_ || endpoint_ == nullptr) {
+    fail_unflushed();
+    return;
+  }
+  const cuda_context_scope in_device_context(worker_->cuda_context());
+  auto group = std::make_unique<flush_group>();
+  group->owner = this;
+  group->puts = std::exchange(unflushed_, {});
+  ucp_request_param_t parameters{};
+  parameters.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  parameters.cb.send = on_flushed;
+  parameters.user_data = group.get();
+  ucs_status_ptr_t flushing = ucp_ep_flush_nbx(endpoint_, &parameters);
+  if (UCS_PTR_IS_PTR(flushing)) {
+    (void)group.release();  // on_flushed has it
+    return;
+  }
+  const ucs_status_t status = UCS_PTR_STATUS(flushing);
+  for (request_state* op : group->puts) finish(*op, status, status == UCS_OK ? op->bytes : 0);
+}
+
+void endpoint_core::fail_unflushed() {
+  for (request_state* op : std::exchange(unflushed_, {})) finish(*op, UCS_ERR_CANCELED, 0);
 }
 
 void endpoint_core::get(const std::shared_ptr<request_state>& op, local_bytes local, const descriptor& remote) {

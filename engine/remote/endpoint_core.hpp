@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "engine/remote/worker_core.hpp"
 #include "ferry/remote.hpp"
@@ -81,6 +82,12 @@ class endpoint_core : public std::enable_shared_from_this<endpoint_core> {
   // Takes `op` into the endpoint's pending ops (under the lock), or completes it with the endpoint's
   // failure and returns false when the endpoint has failed or closed.
   bool admit(const std::shared_ptr<request_state>& op, bool touches_device);
+  // Puts complete once a flush behind them has completed. One flush serves every put initiated before
+  // it: a put joins unflushed_, and the flush goes out from the executor, after the handler that
+  // initiated the put (and any others it initiated) has returned.
+  void flush_unflushed();
+  // Completes the unflushed puts with the endpoint's failure (under the lock).
+  void fail_unflushed();
 
   std::shared_ptr<worker_core> worker_;
   boost::asio::ip::tcp::socket socket_;
@@ -91,6 +98,8 @@ class endpoint_core : public std::enable_shared_from_this<endpoint_core> {
   ucp_ep_h endpoint_ = nullptr;
   boost::system::error_code failure_;
   std::unordered_map<request_state*, std::shared_ptr<request_state>> pending_;
+  std::vector<request_state*> unflushed_;  // puts given to UCX that no flush covers yet (all in pending_)
+  bool flush_scheduled_ = false;
   std::map<std::vector<std::byte>, ucp_rkey_h> keys_;
   char liveness_byte_ = 0;
 };

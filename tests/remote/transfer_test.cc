@@ -1,6 +1,6 @@
 // ferry::remote between two processes: put, get and messages with every kind of completion token, and
 // 1,000 random transfers checked byte for byte against a model of the peer's memory (and 300 more with
-// both workers polling).
+// both workers polling), and puts initiated together each checked in place as it completes.
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -15,6 +15,7 @@
 #include <chrono>
 #include <future>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "ferry/remote.hpp"
@@ -208,6 +209,37 @@ BOOST_AUTO_TEST_CASE(messages_arrive_in_order_and_every_byte_is_echoed) {
 BOOST_AUTO_TEST_CASE(a_thousand_random_transfers_match_a_model_of_the_peers_memory) {
   connected_peer pair(16, peer_bytes);
   random_transfers(pair, 16, 1000, 1601);
+}
+
+BOOST_AUTO_TEST_CASE(puts_initiated_together_each_complete_once_their_bytes_are_in_place) {
+  // 64 puts of random sizes into disjoint windows, initiated in one handler (one flush may serve them
+  // all): each handler reads its window back at once and finds every byte of its put there.
+  for (auto progress : {ferry::remote::progress_mode::events, ferry::remote::progress_mode::polling}) {
+    connected_peer pair(18, peer_bytes, ferry::remote::memory_kind::host, progress);
+    constexpr std::size_t count = 64, slot = peer_bytes / count;
+    std::mt19937_64 random(1801);
+    std::vector<std::vector<std::byte>> sent(count), read(count);
+    std::size_t checked = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::size_t size = 1 + random() % slot;
+      sent[i].resize(size);
+      read[i].resize(size);
+      fill_random(std::span(sent[i]), 1802 + i);
+      const auto window = pair.memory.window(i * slot, size);
+      auto check_in_place = [&, i, window](error_code error, std::size_t bytes) {
+        BOOST_REQUIRE_MESSAGE(!error, "put " << i << ": " << error.message());
+        BOOST_REQUIRE_EQUAL(bytes, sent[i].size());
+        pair.endpoint.async_get(std::span(read[i]), window, [&, i](error_code error, std::size_t) {
+          BOOST_REQUIRE_MESSAGE(!error, "get " << i << ": " << error.message());
+          const std::string what = "the window of put " + std::to_string(i);
+          check_same(read[i], sent[i], what.c_str());
+          ++checked;
+        });
+      };
+      pair.endpoint.async_put(std::span<const std::byte>(sent[i]), window, check_in_place);
+    }
+    run_until(pair.io, [&] { return checked == count; });
+  }
 }
 
 BOOST_AUTO_TEST_CASE(polling_workers_match_a_model_of_the_peers_memory_and_go_quiet_when_idle) {
