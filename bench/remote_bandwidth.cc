@@ -3,9 +3,10 @@
 // 256 MiB (ucp_get), and 4 KiB latency: half a message round trip (ferry's async_send to a peer that
 // echoes it, against tag_lat's 50th percentile). ferry's peer is a second process (this binary
 // started again); ucx_perftest runs its usual server/client pair, with ferry's peer stopped meanwhile
-// (it polls while its receive is posted, which would take a core from ucx_perftest's pair). On the sim backend: host memory over
-// loopback TCP (real UCX, no GPU involved); on the cuda backend: device memory on both sides (cuda_ipc,
-// cuda_copy). Both sides poll UCX (ucx_perftest always does; ferry's workers use progress_mode::polling).
+// (it polls while its receive is posted, which would take a core from ucx_perftest's pair). On the sim
+// backend: host memory over loopback TCP (real UCX, no GPU involved); on the cuda backend: device memory
+// on both sides (cuda_ipc, cuda_copy). Both sides poll UCX (ucx_perftest always does; ferry's workers use
+// progress_mode::polling).
 #include <boost/asio/io_context.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -97,9 +98,12 @@ double run_perftest(const std::filesystem::path& perftest, const std::string& tr
 class stopped_process {
  public:
   explicit stopped_process(pid_t pid) : pid_(pid) {
-    if (::kill(pid_, SIGSTOP) != 0) throw std::runtime_error(std::string("cannot stop the peer: ") + std::strerror(errno));
+    if (::kill(pid_, SIGSTOP) != 0) {
+      throw std::runtime_error(std::string("cannot stop the peer: ") + std::strerror(errno));
+    }
     int status = 0;  // stopped once waitpid says so (SIGSTOP is not synchronous)
     if (::waitpid(pid_, &status, WUNTRACED) != pid_ || !WIFSTOPPED(status)) {
+      ::kill(pid_, SIGCONT);
       throw std::runtime_error("the peer did not stop (it ended?)");
     }
   }
@@ -278,7 +282,8 @@ int main(int argc, char** argv) try {
       double mb_per_second = 0;
       {
         const stopped_process quiet(fixture.peer->pid());
-        mb_per_second = run_perftest(perftest, transports, put ? "ucp_put_bw" : "ucp_get", bytes, iterations, memory, 6);
+        mb_per_second =
+            run_perftest(perftest, transports, put ? "ucp_put_bw" : "ucp_get", bytes, iterations, memory, 6);
       }
       raw_seconds.push_back(static_cast<double>(bytes) / (mb_per_second * 1048576.0));
       std::cerr << "  " << name << " round " << round + 1 << ": ferry " << bytes / ferry_seconds.back() / 1e9

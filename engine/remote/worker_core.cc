@@ -41,8 +41,8 @@ worker_core::worker_core(boost::asio::any_io_executor executor, worker_options o
   // UCX's TCP transport sends what it copies in 8 KiB segments, and with peer failure handling (which
   // ferry's endpoints need: a peer that dies must fail their ops, not hang them) UCX carries a put over
   // TCP as such copies rather than the zero-copy put it uses without: the segment size then bounds the
-  // put's bandwidth. 64 KiB, the size of UCX's own receive segments, takes it to about the zero-copy
-  // put's. A setting in the environment is left as it is.
+  // put's bandwidth. 64 KiB, the size of UCX's own receive segments, brings it close to the zero-copy
+  // put's (docs/performance.md). A setting in the environment is left as it is.
   if (std::getenv("UCX_TCP_TX_SEG_SIZE") == nullptr) {
     ucs_status_t status = ucp_config_modify(config, "TCP_TX_SEG_SIZE", "64K");
     if (status != UCS_OK) {
