@@ -39,10 +39,14 @@ struct flush_group {
   std::vector<request_state*> puts;
 };
 
+void complete(const flush_group& group, ucs_status_t status) {
+  for (request_state* op : group.puts) group.owner->finish(*op, status, status == UCS_OK ? op->bytes : 0);
+}
+
 void on_flushed(void* ucx, ucs_status_t status, void* user) {
   std::unique_ptr<flush_group> group(static_cast<flush_group*>(user));
   ucp_request_free(ucx);
-  for (request_state* op : group->puts) group->owner->finish(*op, status, status == UCS_OK ? op->bytes : 0);
+  complete(*group, status);
 }
 
 // The peer failed (UCX's own detection): handled outside UCX's callback, as UCX asks, on the executor.
@@ -276,8 +280,7 @@ void endpoint_core::flush_unflushed() {
     (void)group.release();  // on_flushed has it
     return;
   }
-  const ucs_status_t status = UCS_PTR_STATUS(flushing);
-  for (request_state* op : group->puts) finish(*op, status, status == UCS_OK ? op->bytes : 0);
+  complete(*group, UCS_PTR_STATUS(flushing));
 }
 
 void endpoint_core::fail_unflushed() {
