@@ -6,7 +6,9 @@
 
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <system_error>
+#include <utility>
 
 #include "engine/remote/endpoint_core.hpp"
 
@@ -38,16 +40,21 @@ worker_core::worker_core(boost::asio::any_io_executor executor, worker_options o
                               "ferry::remote::worker: UCX refuses the transport list '" + options_.transports + "'");
     }
   }
-  // UCX's TCP transport sends what it copies in 8 KiB segments, and with peer failure handling (which
-  // ferry's endpoints need: a peer that dies must fail their ops, not hang them) UCX carries a put over
-  // TCP as such copies rather than the zero-copy put it uses without: the segment size then bounds the
-  // put's bandwidth. 64 KiB, the size of UCX's own receive segments, brings it close to the zero-copy
-  // put's (docs/performance.md). A setting in the environment is left as it is.
-  if (std::getenv("UCX_TCP_TX_SEG_SIZE") == nullptr) {
-    ucs_status_t status = ucp_config_modify(config, "TCP_TX_SEG_SIZE", "64K");
+  // Defaults for ferry's use of UCX; a setting in the environment (UCX_<name>) is left as it is.
+  // - RNDV_THRESH=inf: with peer failure handling (which ferry's endpoints need: a peer that dies must
+  //   fail their ops, not hang them) and the rendezvous protocol on, UCX uses for bulk RMA only
+  //   transports that can invalidate registered memory, and TCP cannot: a put over TCP then went as
+  //   copied messages ("software emulation" in UCX_PROTO_INFO=y) at a fraction of the zero-copy put's
+  //   bandwidth. Without rendezvous the put is zero-copy again. ferry sends bulk data by put and get;
+  //   its messages (notifications, descriptors) go eagerly, as small messages do anyway.
+  // - TCP_TX_SEG_SIZE=64K (UCX's own receive segment): UCX carries a get over TCP as copied replies,
+  //   8 KiB each by default, which bound its bandwidth (docs/performance.md).
+  for (const auto& [name, value] : {std::pair{"RNDV_THRESH", "inf"}, std::pair{"TCP_TX_SEG_SIZE", "64K"}}) {
+    if (std::getenv(("UCX_" + std::string(name)).c_str()) != nullptr) continue;
+    ucs_status_t status = ucp_config_modify(config, name, value);
     if (status != UCS_OK) {
       ucp_config_release(config);
-      check(status, "ucp_config_modify(TCP_TX_SEG_SIZE)");
+      check(status, ("ucp_config_modify(" + std::string(name) + ")").c_str());
     }
   }
   ucp_params_t params{};
