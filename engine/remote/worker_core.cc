@@ -32,13 +32,16 @@ worker_core::worker_core(boost::asio::any_io_executor executor, worker_options o
     : executor_(std::move(executor)), options_(std::move(options)), id_(random_id()) {
   ucp_config_t* config = nullptr;
   check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
+  // Sets one of UCX's settings, or releases the configuration and throws `what`.
+  auto modify = [config](const char* name, const char* value, const std::string& what) {
+    ucs_status_t status = ucp_config_modify(config, name, value);
+    if (status == UCS_OK) return;
+    ucp_config_release(config);
+    throw std::system_error(make_ucx_error_code(status), what);
+  };
   if (!options_.transports.empty()) {
-    ucs_status_t status = ucp_config_modify(config, "TLS", options_.transports.c_str());
-    if (status != UCS_OK) {
-      ucp_config_release(config);
-      throw std::system_error(make_ucx_error_code(status),
-                              "ferry::remote::worker: UCX refuses the transport list '" + options_.transports + "'");
-    }
+    modify("TLS", options_.transports.c_str(),
+           "ferry::remote::worker: UCX refuses the transport list '" + options_.transports + "'");
   }
   // Defaults for ferry's use of UCX; a setting in the environment (UCX_<name>) is left as it is.
   // - RNDV_THRESH=inf: with peer failure handling (which ferry's endpoints need: a peer that dies must
@@ -51,11 +54,7 @@ worker_core::worker_core(boost::asio::any_io_executor executor, worker_options o
   //   8 KiB each by default, which bound its bandwidth (docs/performance.md).
   for (const auto& [name, value] : {std::pair{"RNDV_THRESH", "inf"}, std::pair{"TCP_TX_SEG_SIZE", "64K"}}) {
     if (std::getenv(("UCX_" + std::string(name)).c_str()) != nullptr) continue;
-    ucs_status_t status = ucp_config_modify(config, name, value);
-    if (status != UCS_OK) {
-      ucp_config_release(config);
-      check(status, ("ucp_config_modify(" + std::string(name) + ")").c_str());
-    }
+    modify(name, value, "ferry::remote: ucp_config_modify(" + std::string(name) + ")");
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;

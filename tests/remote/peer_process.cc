@@ -56,9 +56,14 @@ void check_same(std::span<const std::byte> got, std::span<const std::byte> expec
                                         << got.size() << " (expected " << expected.size() << " bytes)");
 }
 
+std::vector<std::byte> echo_request(std::size_t size, std::uint64_t seed) {
+  std::vector<std::byte> message = random_bytes(size, seed);
+  message[0] = std::byte{'E'};
+  return message;
+}
+
 void check_echo(connected_peer& pair, std::uint64_t seed) {
-  std::vector<std::byte> note = random_bytes(64, seed);
-  note[0] = std::byte{'E'};
+  std::vector<std::byte> note = echo_request(64, seed);
   pair.endpoint.async_send(note, [](boost::system::error_code error) { BOOST_TEST(!error); });
   std::vector<std::byte> echo(64);
   std::optional<std::size_t> got;

@@ -43,6 +43,9 @@ std::vector<std::byte> random_bytes(std::size_t count, std::uint64_t seed);
 // Fails the test, naming the first differing byte, unless `got` and `expected` are equal.
 void check_same(std::span<const std::byte> got, std::span<const std::byte> expected, const char* what);
 
+// `size` seeded random bytes that the peer echoes (all but the first, which asks for the echo).
+std::vector<std::byte> echo_request(std::size_t size, std::uint64_t seed);
+
 // A message echoed through the peer, byte for byte: the connection still works.
 void check_echo(connected_peer& pair, std::uint64_t seed);
 

@@ -27,6 +27,7 @@ using boost::system::error_code;
 using ferry::testing::check_echo;
 using ferry::testing::check_same;
 using ferry::testing::connected_peer;
+using ferry::testing::echo_request;
 using ferry::testing::fill_random;
 using ferry::testing::peer_bytes;
 using ferry::testing::random_bytes;
@@ -74,13 +75,6 @@ void random_transfers(connected_peer& pair, std::uint64_t seed, int count, std::
   });
   run_until(pair.io, [&] { return done; });
   check_same(whole, model, "the peer's memory after the random transfers");
-}
-
-// `size` random bytes that the peer echoes (all but the first, which asks for the echo).
-std::vector<std::byte> echo_request(std::size_t size, std::uint64_t seed) {
-  auto message = random_bytes(size, seed);
-  message[0] = std::byte{'E'};
-  return message;
 }
 
 // Sends every message at once, then receives each echo in turn and checks it byte for byte.
@@ -155,8 +149,7 @@ BOOST_AUTO_TEST_CASE(put_get_and_messages_in_a_coroutine) {
         co_await pair.endpoint.async_get(std::span(back), pair.memory.window(0, 65536), asio::use_awaitable);
         check_same(back, data, "coroutine put then get");
         // A message and its echo, with the as_tuple token.
-        auto note = random_bytes(300, 1302);
-        note[0] = std::byte{'E'};
+        auto note = echo_request(300, 1302);
         co_await pair.endpoint.async_send(note, asio::use_awaitable);
         std::vector<std::byte> echo(1024);
         auto [error, bytes] = co_await pair.endpoint.async_receive(echo, asio::as_tuple(asio::use_awaitable));
