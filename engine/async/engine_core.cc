@@ -7,6 +7,7 @@
 
 #include <boost/asio/post.hpp>
 
+#include <limits>
 #include <string>
 
 #include "engine/async/process_exit.hpp"
@@ -91,6 +92,16 @@ engine_core::impl::impl(const engine_options& opts)
   if (options.staging_chunk_bytes == 0 || options.staging_chunks == 0) {
     throw_invalid_argument("engine", "staging_chunk_bytes and staging_chunks must be positive");
   }
+  if (options.small_staging_slots > max_small_staging_slots) {
+    throw_invalid_argument("engine", "small_staging_slots " + std::to_string(options.small_staging_slots) +
+                                         " is more than " + std::to_string(max_small_staging_slots));
+  }
+  if (options.small_staging_slots != 0 &&
+      options.small_staged_max_bytes > std::numeric_limits<std::size_t>::max() / options.small_staging_slots) {
+    throw_invalid_argument("engine", std::to_string(options.small_staging_slots) + " small_staging_slots of " +
+                                         "small_staged_max_bytes " + std::to_string(options.small_staged_max_bytes) +
+                                         " bytes are more bytes than a size_t counts");
+  }
   check(driver.cuDeviceGet(&device, ordinal), "cuDeviceGet");
   check_batching(options, driver, device);
   check_marks(options);
@@ -129,6 +140,8 @@ engine_core::impl::impl(const engine_options& opts)
     throw;
   }
   staging = std::make_unique<staging_pool>(driver, options.staging_chunk_bytes, options.staging_chunks);
+  small_slots = std::make_unique<small_staging>(driver, context, options.small_staged_max_bytes,
+                                                static_cast<std::uint32_t>(options.small_staging_slots));
   registrations = std::make_unique<registration_cache>(driver, options.registration_cache_bytes,
                                                        options.registration_threshold_bytes);
   // Registered after the driver's cuInit (driver() ran above), so it runs before the driver's teardown.
@@ -178,6 +191,7 @@ engine_core::impl::~impl() {
     (void)resident.release();
     (void)bridge.release();
     (void)staging.release();
+    (void)small_slots.release();
     (void)registrations.release();
     return;
   }
@@ -197,6 +211,7 @@ engine_core::impl::~impl() {
   workers.join();
   copiers.stop();
   staging.reset();
+  small_slots.reset();
   registrations.reset();
   for (CUstream stream : pool) driver.cuStreamDestroy(stream);
   driver.cuDevicePrimaryCtxRelease(device);
@@ -325,7 +340,8 @@ std::chrono::microseconds engine_core::executor_spin() const noexcept { return i
 double engine_core::poller_cpu_seconds() const { return impl_->bridge->cpu_seconds(); }
 
 std::size_t engine_core::pinned_bytes() const {
-  return impl_->staging->allocated_bytes() + impl_->registrations->registered_bytes();
+  return impl_->staging->allocated_bytes() + impl_->small_slots->allocated_bytes() +
+         impl_->registrations->registered_bytes();
 }
 
 }  // namespace ferry::detail

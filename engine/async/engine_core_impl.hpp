@@ -27,6 +27,7 @@
 #include "engine/async/live_sequences.hpp"
 #include "engine/async/registration_cache.hpp"
 #include "engine/async/resident_copier.hpp"
+#include "engine/async/small_staging.hpp"
 #include "engine/async/staging_pool.hpp"
 #include "engine/async/stream_sequencer.hpp"
 #include "engine/driver/driver_table.hpp"
@@ -97,6 +98,9 @@ struct engine_core::impl {
     std::uint64_t sequence = 0;
     CUstream stream = nullptr;
     std::uint32_t index = free_indices::none;  // in single_slots; none for a slot of its own (all were taken)
+    // The page-locked slot a small pageable transfer is staged through (small_staging), or nullptr; the
+    // transfer keeps the caller's addresses.
+    std::byte* staged_through = nullptr;
   };
   static constexpr std::uint32_t reused_single_slots = 256;
   static constexpr std::size_t resident_slots = 256;  // entries of the resident copier's ring
@@ -115,6 +119,12 @@ struct engine_core::impl {
   // A poke from pageable memory small enough for the driver's own staging (driver_staged_max_bytes), or
   // forced to it.
   bool driver_stageable(const prepared_transfer& transfer) const;
+  // A pageable plain copy small enough for a small_staging slot, its plan not forced.
+  bool small_stageable(const prepared_transfer& transfer) const;
+  // Puts a small pageable transfer on `stream` through `slot` (a poke's bytes copied in first), armed.
+  submission enqueue_small_staged(prepared_transfer& transfer, CUstream stream, std::byte* slot);
+  // A small staged peek's bytes, from its slot to the caller's memory, once the copy is done.
+  static void deliver_staged_bytes(const single_slot& slot);
   bool known_page_locked(const prepared_transfer& transfer) const;
   // Counts a batchable copy in flight until the returned token (kept by its transfer) goes. Only while
   // another is in flight is a copy offered to the batcher: copies of a request/response loop arrive
@@ -140,6 +150,8 @@ struct engine_core::impl {
 
   std::unique_ptr<completion_bridge> bridge;
   std::unique_ptr<staging_pool> staging;
+  std::unique_ptr<small_staging> small_slots;
+  static constexpr std::size_t max_small_staging_slots = 65536;  // engine_options::small_staging_slots
   std::unique_ptr<registration_cache> registrations;
   std::unique_ptr<copy_batcher> batcher;
   std::unique_ptr<block_lists> blocks;  // engine::poke_blocks / peek_blocks

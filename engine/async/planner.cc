@@ -34,7 +34,7 @@ const endpoint& host_side_of(const prepared_transfer& transfer) {
 // Pinned or registered memory passed as a plain span: the driver knows the whole range as page-locked.
 bool engine_core::impl::known_page_locked(const prepared_transfer& transfer) const {
   const endpoint& host = host_side_of(transfer);
-  const auto known = range_known_to_driver(host.address);
+  const auto known = host_range_known_to_driver(host.address);
   return known && host.address + transfer.bytes <= known->base + known->size;
 }
 void choose_batch_path(prepared_transfer& transfer, batch_path path, bool on_stream) {

@@ -4,7 +4,9 @@
 #include "engine/async/engine_core_impl.hpp"
 
 #include <atomic>
+#include <cstring>
 #include <string>
+#include <utility>
 
 #include "engine/errors/check.hpp"
 #include "ferry/error.hpp"
@@ -46,6 +48,7 @@ engine_core::impl::single_slot* engine_core::impl::take_slot(prepared_transfer&&
 }
 
 void engine_core::impl::return_slot(single_slot* slot) noexcept {
+  if (slot->staged_through != nullptr) small_slots->give_back(std::exchange(slot->staged_through, nullptr));
   if (slot->index == free_indices::none) {
     delete slot;
     return;
@@ -59,6 +62,7 @@ void engine_core::impl::single_done(single_slot* slot, CUresult result) {
   const std::shared_ptr<operation> op = std::move(slot->op);
   const std::uint64_t sequence = slot->sequence;
   if (result == CUDA_SUCCESS) {
+    deliver_staged_bytes(*slot);
     op->add_bytes(slot->transfer.bytes);
   } else {
     fail(op, result, where(slot->transfer, slot->stream));
@@ -108,7 +112,10 @@ void engine_core::impl::watch_submitted(std::shared_ptr<operation> op, std::uint
     // caller's memory.
     CUresult drained = driver.cuStreamSynchronize(stream);
     fail(op, status, where(slot->transfer, stream) + " (cuEventRecord)");
-    if (drained == CUDA_SUCCESS) op->add_bytes(slot->transfer.bytes);
+    if (drained == CUDA_SUCCESS) {
+      deliver_staged_bytes(*slot);
+      op->add_bytes(slot->transfer.bytes);
+    }
     return_slot(slot);
     complete(op, sequence);
   }
@@ -118,6 +125,31 @@ bool engine_core::impl::driver_stageable(const prepared_transfer& transfer) cons
   if (!transfer.pageable || transfer.source.kind != memory_kind::pageable_host || transfer.bytes == 0) return false;
   if (transfer.plan == transfer_plan::driver_staged) return true;
   return transfer.plan == transfer_plan::automatic && transfer.bytes <= options.driver_staged_max_bytes;
+}
+
+bool engine_core::impl::small_stageable(const prepared_transfer& transfer) const {
+  // A forced staged plan keeps the staging pool's way (a chunk at a time, cancellable between chunks); a
+  // buffer as large as registration_threshold_bytes is the planner's to register when seen again.
+  return transfer.pageable && transfer.batchable && transfer.plan == transfer_plan::automatic && transfer.bytes > 0 &&
+         transfer.bytes <= options.small_staged_max_bytes && transfer.bytes < options.registration_threshold_bytes;
+}
+
+engine_core::impl::submission engine_core::impl::enqueue_small_staged(prepared_transfer& transfer, CUstream stream,
+                                                                      std::byte* slot) {
+  const bool to_device = transfer.source.kind == memory_kind::pageable_host;
+  endpoint& host = to_device ? transfer.source : transfer.destination;
+  const endpoint callers = host;
+  if (to_device) std::memcpy(slot, reinterpret_cast<const void*>(callers.address), transfer.bytes);
+  host.address = reinterpret_cast<std::uintptr_t>(slot);
+  host.kind = memory_kind::pinned_host;
+  submission submitted = enqueue_and_arm(transfer, stream);
+  host = callers;  // what messages name, and where a peek's bytes go
+  return submitted;
+}
+
+void engine_core::impl::deliver_staged_bytes(const single_slot& slot) {
+  if (slot.staged_through == nullptr || slot.transfer.destination.kind != memory_kind::pageable_host) return;
+  std::memcpy(reinterpret_cast<void*>(slot.transfer.destination.address), slot.staged_through, slot.transfer.bytes);
 }
 
 bool engine_core::impl::batchable(const prepared_transfer& transfer, bool sequenced) const {
@@ -159,27 +191,47 @@ bool engine_core::impl::post_to_resident(const prepared_transfer& transfer, subm
 bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_transfer& prepared,
                                       std::optional<CUstream> stream) {
   if (prepared.bytes == 0 || sticky.load() != CUDA_SUCCESS) return false;
-  // A pageable side: only a small poke, which one driver call moves (memory the driver knows as
-  // page-locked in one DMA, other memory through the driver's own staging).
+  // A pageable side: only a small transfer, which one driver call moves: memory the driver knows as
+  // page-locked in one DMA, other memory through a small_staging slot or (a poke, while every slot is in
+  // use) the driver's own staging.
   transfer_plan plan = transfer_plan::pinned;
+  std::byte* staging_slot = nullptr;
   if (prepared.pageable) {
-    if (!driver_stageable(prepared)) return false;
-    plan = prepared.plan == transfer_plan::automatic && known_page_locked(prepared) ? transfer_plan::pinned
-                                                                                    : transfer_plan::driver_staged;
+    const bool small = small_stageable(prepared);
+    if (!small && !driver_stageable(prepared)) return false;
+    if (prepared.plan != transfer_plan::automatic || !known_page_locked(prepared)) {
+      if (small) staging_slot = small_slots->take(prepared.bytes);
+      if (staging_slot != nullptr) {
+        plan = transfer_plan::staged;
+      } else if (driver_stageable(prepared)) {
+        plan = transfer_plan::driver_staged;
+      } else {
+        return false;  // the staging pool's
+      }
+    }
   }
+  // Until the copy is on a stream and its slot is in the op's keeping: a slot given back.
+  auto unused_staging = [&] {
+    if (staging_slot != nullptr) small_slots->give_back(std::exchange(staging_slot, nullptr));
+  };
   in_flight_count counted;
   if (!prepared.pageable && batchable(prepared, stream.has_value())) {
     if (small_copies_in_flight.load() > 0) return false;  // the planner offers it to the batcher
     counted = count_small_copy();                         // alone: straight to a stream
   }
   CUstream target = stream ? *stream : pool[next_pool_stream.fetch_add(1) % pool.size()];
-  if (stream && !sequencer.try_claim(target)) return false;  // an op before it is still submitting
+  if (stream && !sequencer.try_claim(target)) {  // an op before it is still submitting
+    unused_staging();
+    return false;
+  }
   caller_context in_engine(driver, context);
   stage_trace::mark(stage_trace::stage::enqueue_begins);
   submission submitted;
   if (resident_eligible(prepared, stream.has_value()) && post_to_resident(prepared, submitted)) {
     plan = transfer_plan::resident;
     target = resident->stream();  // whose status is the copy's
+  } else if (staging_slot != nullptr) {
+    submitted = enqueue_small_staged(prepared, target, staging_slot);
   } else {
     submitted = enqueue_and_arm(prepared, target);
   }
@@ -193,13 +245,18 @@ bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_trans
     op = make_op();
     stage_trace::mark(stage_trace::stage::operation_made);
     slot = take_slot(std::move(prepared));
+    slot->staged_through = std::exchange(staging_slot, nullptr);
     slot->transfer.plan = plan;
     slot->transfer.counted = std::move(counted);
     slot->stream = target;
     sequence = admit();
     stage_trace::mark(stage_trace::stage::admitted);
   } catch (...) {
-    if (slot != nullptr) return_slot(slot);
+    // A staging slot stays out until the GPU is done with it (below).
+    if (slot != nullptr) {
+      staging_slot = std::exchange(slot->staged_through, nullptr);
+      return_slot(slot);
+    }
     // Nothing can report this op's completion: let the GPU finish with the caller's memory first. (The
     // bridge takes the armed event back.)
     if (plan == transfer_plan::resident) {
@@ -216,6 +273,7 @@ bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_trans
         bridge->watch_armed(std::move(submitted.ticket), [](CUresult) {});
       }
     }
+    unused_staging();
     if (stream) sequencer.done(target);
     throw;
   }

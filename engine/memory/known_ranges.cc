@@ -26,22 +26,28 @@ std::string_view how_to_get(memory_kind kind) {
 
 }  // namespace
 
-std::optional<known_range> range_known_to_driver(std::uintptr_t address) noexcept {
-  const auto& driver = detail::driver();
+std::optional<known_range> host_range_known_to_driver(std::uintptr_t address) noexcept {
   CUdeviceptr base = 0;
   std::size_t size = 0;
   int device = -1;
   // Pointer attributes cover every kind the driver tracks (device, managed, pinned, registered) under
-  // unified addressing; cuMemGetAddressRange is the fallback for device memory. The attributes in one
-  // call: every engine op asks this before its work is enqueued, and each call costs ~65 ns on the H200.
-  // (An address the driver does not know is no error here: its size reads 0.)
+  // unified addressing, in one call: every engine op asks this before its work is enqueued. (An address
+  // the driver does not know is no error here: its size reads 0.)
   CUpointer_attribute attributes[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
                                       CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
   void* values[] = {&base, &size, &device};
-  if (driver.cuPointerGetAttributes(3, attributes, values, address) == CUDA_SUCCESS && size != 0) {
+  if (detail::driver().cuPointerGetAttributes(3, attributes, values, address) == CUDA_SUCCESS && size != 0) {
     return known_range{static_cast<std::uintptr_t>(base), size, device};
   }
-  if (driver.cuMemGetAddressRange(&base, &size, static_cast<CUdeviceptr>(address)) == CUDA_SUCCESS) {
+  return std::nullopt;
+}
+
+std::optional<known_range> range_known_to_driver(std::uintptr_t address) noexcept {
+  if (std::optional<known_range> known = host_range_known_to_driver(address)) return known;
+  // cuMemGetAddressRange is the fallback for device memory.
+  CUdeviceptr base = 0;
+  std::size_t size = 0;
+  if (detail::driver().cuMemGetAddressRange(&base, &size, static_cast<CUdeviceptr>(address)) == CUDA_SUCCESS) {
     return known_range{static_cast<std::uintptr_t>(base), size};
   }
   return std::nullopt;
@@ -67,13 +73,13 @@ std::optional<known_range> known_range_of(std::uintptr_t address) noexcept {
 }  // namespace
 
 bool is_device_only_memory(std::uintptr_t address) noexcept {
-  const auto& driver = detail::driver();
+  // One call, which reads zeros for memory the driver does not know (every plain pageable buffer)
+  // where cuPointerGetAttribute would fail.
   unsigned type = 0, managed = 0;
-  if (driver.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address) != CUDA_SUCCESS ||
-      type != CU_MEMORYTYPE_DEVICE) {
-    return false;
-  }
-  return driver.cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, address) == CUDA_SUCCESS && !managed;
+  CUpointer_attribute attributes[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED};
+  void* values[] = {&type, &managed};
+  return detail::driver().cuPointerGetAttributes(2, attributes, values, address) == CUDA_SUCCESS &&
+         type == CU_MEMORYTYPE_DEVICE && !managed;
 }
 
 std::optional<known_range> check_side(std::string_view operation, const endpoint& side, std::size_t offset,

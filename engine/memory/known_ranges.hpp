@@ -30,6 +30,12 @@ bool on_current_device(const known_range& range) noexcept;
 // The allocation holding `address`, or nullopt when the driver knows no such memory.
 std::optional<known_range> range_known_to_driver(std::uintptr_t address) noexcept;
 
+// The same for an address the caller passed as host memory (what a pageable side turns out to be:
+// pinned, registered or managed memory, or nothing the driver knows), in one driver call that does not
+// fail for memory the driver does not know: range_known_to_driver's fallback for device memory would
+// fail for every plain pageable buffer, once per op.
+std::optional<known_range> host_range_known_to_driver(std::uintptr_t address) noexcept;
+
 // Throws std::invalid_argument unless side.address is non-null (a null pageable one is accepted when
 // bytes is 0: an empty container), and, for device and pinned memory, unless
 // [address + offset, address + offset + bytes) lies inside one allocation the driver knows:

@@ -9,6 +9,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cstdint>
+#include <cstdio>
 #include <future>
 #include <memory>
 #include <string>
@@ -38,6 +39,13 @@ boost::system::error_code error_of(Start start) {
   start(asio::bind_executor(asio::system_executor(),
                             [promise](boost::system::error_code error, auto&&...) { promise->set_value(error); }));
   return future.get();
+}
+
+// An address as the engine's messages print it.
+std::string address_text(const void* address) {
+  char text[2 + 2 * sizeof(address) + 1];
+  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(address)));
+  return text;
 }
 
 struct engine_fixture : ferry::testing::device_fixture {
@@ -75,6 +83,41 @@ BOOST_AUTO_TEST_CASE(a_failed_enqueue_completes_that_op_with_its_status_and_the_
   BOOST_TEST(gpu->poke(pinned_span(host_ptr<const std::uint32_t>(pinned.get()), count), destination.get(), asio::use_future).get() ==
              count * 4);
   BOOST_TEST(peek_list_array(count, destination.get()) == values);
+}
+
+// A small pageable transfer staged through a slot (one slot here): a failed copy names the caller's
+// memory, not the slot, leaves the peek's destination untouched, and gives the slot back for the next.
+BOOST_AUTO_TEST_CASE(a_failed_copy_through_a_small_slot_names_the_callers_memory_and_frees_the_slot) {
+  engine_options one_slot = options;
+  one_slot.small_staging_slots = 1;
+  std::vector<transfer_plan> seen;
+  one_slot.on_plan = [&](std::string_view, transfer_plan plan, std::size_t) { seen.push_back(plan); };
+  engine narrow{io.get_executor(), one_slot};
+  const auto values = random_vector<std::uint8_t>(4096, 510);
+  auto destination = narrow.allocate<std::uint8_t>(values.size());
+  const std::span<const std::uint8_t> source(values);
+  sim::fail_call("cuMemcpyHtoDAsync", 1, CUDA_ERROR_INVALID_VALUE);
+  BOOST_TEST(error_of([&](auto done) { narrow.poke(source, destination.get(), done); }) ==
+             make_error_code(CUDA_ERROR_INVALID_VALUE));
+  const std::vector<std::string> reported = failures.seen();
+  BOOST_REQUIRE(reported.size() == 1u);
+  const std::string sides = "engine::poke: 4096 bytes [" + address_text(values.data()) + " -> " +
+                            address_text(reinterpret_cast<const void*>(destination.get().get())) + ")";
+  BOOST_TEST(reported[0].find(sides) != std::string::npos, reported[0]);
+  BOOST_TEST(reported[0].find("(enqueue): CUDA_ERROR_INVALID_VALUE") != std::string::npos, reported[0]);
+  BOOST_TEST(narrow.poke(source, destination.get(), asio::use_future).get() == values.size());
+  BOOST_TEST(peek_list_array(values.size(), destination.get()) == values);
+
+  std::vector<std::uint8_t> back(values.size());
+  ferry::testing::poison_fill(std::span(back));
+  const std::vector<std::uint8_t> poison = back;
+  sim::fail_call("cuMemcpyDtoHAsync", 1, CUDA_ERROR_INVALID_VALUE);
+  BOOST_TEST(error_of([&](auto done) { narrow.peek(destination.get(), std::span(back), done); }) ==
+             make_error_code(CUDA_ERROR_INVALID_VALUE));
+  BOOST_TEST(back == poison);
+  BOOST_TEST(narrow.peek(destination.get(), std::span(back), asio::use_future).get() == values.size());
+  BOOST_TEST(back == values);
+  BOOST_TEST((seen == std::vector<transfer_plan>(4, transfer_plan::staged)));
 }
 
 BOOST_AUTO_TEST_CASE(out_of_memory_for_staging_completes_the_op_with_out_of_memory) {

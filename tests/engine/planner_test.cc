@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <atomic>
 #include <chrono>
+#include <future>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -23,6 +25,7 @@
 #include "tests/support/io_helpers.hpp"
 #include "tests/support/device_fixture.hpp"
 #include "tests/support/random_bytes.hpp"
+#include "tests/support/stream_gate.hpp"
 
 namespace asio = boost::asio;
 using namespace ferry;
@@ -112,12 +115,12 @@ BOOST_AUTO_TEST_CASE(vectors_the_engine_owns_and_hands_back_are_never_registered
   if (ferry::testing::on_sim()) BOOST_TEST(registered_now() == 0u);
 }
 
-// Small pageable pokes go to the driver as they are (it stages them itself and returns); small peeks
-// are staged (the driver's pageable peek would block this thread until the stream is done); memory the
-// driver knows as page-locked goes straight.
-BOOST_AUTO_TEST_CASE(small_pageable_pokes_are_driver_staged_peeks_staged_and_pinned_spans_go_straight) {
+// Small pageable pokes and peeks are staged through the engine's small slots (no staging pool, no
+// hand-off to an engine thread); memory the driver knows as page-locked goes straight.
+BOOST_AUTO_TEST_CASE(small_pageable_pokes_and_peeks_are_staged_through_slots_and_pinned_spans_go_straight) {
   const auto small = random_vector<std::uint32_t>(1000, 802);
   auto destination = gpu->allocate<std::uint32_t>(big);
+  BOOST_TEST(gpu->pinned_bytes() == 0u);
   BOOST_TEST(gpu->poke(small, destination.get(), asio::use_future).get() == small.size() * 4);
   BOOST_TEST(same_bytes(peek_list_array(small.size(), destination.get()), small));
   std::vector<std::uint32_t> back(small.size());
@@ -129,14 +132,122 @@ BOOST_AUTO_TEST_CASE(small_pageable_pokes_are_driver_staged_peeks_staged_and_pin
   std::copy(values.begin(), values.end(), pinned.data());
   gpu->poke(std::span<const std::uint32_t>(pinned.span()), destination.get(), asio::use_future).get();
   BOOST_TEST(same_bytes(peek_list_array(big, destination.get()), values));
-  BOOST_TEST((plans() == std::vector{transfer_plan::driver_staged, transfer_plan::staged, transfer_plan::pinned}));
-  BOOST_TEST(gpu->plan_counts().driver_staged == 1u);
+  BOOST_TEST((plans() == std::vector{transfer_plan::staged, transfer_plan::staged, transfer_plan::pinned}));
+  BOOST_TEST(gpu->plan_counts().staged == 2u);
+  BOOST_TEST(gpu->plan_counts().driver_staged == 0u);
+  // The slots, allocated by the first small transfer, and not the staging pool.
+  BOOST_TEST(gpu->pinned_bytes() == options.small_staging_slots * options.small_staged_max_bytes);
+}
+
+// Every size up to a slot, at an odd device offset, given no stream and given one, both ways; one byte
+// more is a poke for the driver's staging and a peek for the staging pool.
+BOOST_AUTO_TEST_CASE(transfers_through_small_slots_move_every_byte_at_each_size_up_to_a_slot) {
+  const std::size_t slot = options.small_staged_max_bytes;
+  auto destination = gpu->allocate<std::uint8_t>(slot + 64);
+  stream s = stream::create();
+  int seed = 830;
+  for (const std::size_t bytes : {std::size_t{1}, std::size_t{3}, std::size_t{4095}, std::size_t{4096},
+                                  std::size_t{4097}, slot - 1, slot, slot + 1}) {
+    for (const bool on_stream : {false, true}) {
+      const auto values = random_vector<std::uint8_t>(bytes, seed++);
+      const device_ptr<std::uint8_t> at = destination.get() + 7;
+      const std::span<const std::uint8_t> source(values);
+      std::vector<std::uint8_t> back(bytes);
+      ferry::testing::poison_fill(std::span(back));
+      if (on_stream) {
+        BOOST_TEST(gpu->poke(source, at, s, asio::use_future).get() == bytes);
+        BOOST_TEST(gpu->peek(at, std::span(back), s, asio::use_future).get() == bytes);
+      } else {
+        BOOST_TEST(gpu->poke(source, at, asio::use_future).get() == bytes);
+        BOOST_TEST(gpu->peek(at, std::span(back), asio::use_future).get() == bytes);
+      }
+      BOOST_TEST(same_bytes(back, values), bytes << " bytes, on a stream: " << on_stream);
+      BOOST_TEST(same_bytes(peek_list_array(bytes, at), values));
+      const std::vector expected = bytes <= slot ? std::vector{transfer_plan::staged, transfer_plan::staged}
+                                                 : std::vector{transfer_plan::driver_staged, transfer_plan::staged};
+      BOOST_TEST((plans() == expected), bytes << " bytes, on a stream: " << on_stream);
+    }
+  }
+}
+
+// Held behind a closed gate, two slots are taken by the first two pokes: the next pokes are
+// driver_staged and the peeks take the staging pool; once the gate opens every byte arrives, the slots
+// are free again, and the stream's order held throughout (each peek reads what the pokes before it wrote).
+BOOST_AUTO_TEST_CASE(while_every_slot_is_in_use_pokes_are_driver_staged_and_peeks_take_the_staging_pool) {
+  engine_options two_slots = options;
+  two_slots.small_staging_slots = 2;
+  std::vector<transfer_plan> seen;
+  std::mutex seen_mutex;
+  two_slots.on_plan = [&](std::string_view, transfer_plan plan, std::size_t) {
+    std::lock_guard lock(seen_mutex);
+    seen.push_back(plan);
+  };
+  engine narrow{io.get_executor(), two_slots};
+  constexpr std::size_t bytes = 4096, pokes = 4;
+  auto destination = narrow.allocate<std::uint8_t>(bytes * pokes);
+  std::vector<std::vector<std::uint8_t>> values, back;
+  for (std::size_t i = 0; i < pokes; ++i) {
+    values.push_back(random_vector<std::uint8_t>(bytes, 840 + static_cast<int>(i)));
+    back.emplace_back(bytes);
+    ferry::testing::poison_fill(std::span(back.back()));
+  }
+  stream s = stream::create();
+  std::vector<std::future<std::size_t>> done;
+  {
+    ferry::testing::stream_gate gate(s);
+    for (std::size_t i = 0; i < pokes; ++i) {
+      done.push_back(narrow.poke(std::span<const std::uint8_t>(values[i]), destination.get() + i * bytes, s,
+                                 asio::use_future));
+    }
+    for (std::size_t i = 0; i < pokes; ++i) {
+      done.push_back(narrow.peek(device_ptr<const std::uint8_t>(destination.get() + i * bytes), std::span(back[i]), s,
+                                 asio::use_future));
+    }
+  }  // the gate opens
+  for (auto& each : done) BOOST_TEST(each.get() == bytes);
+  // The slots and the staging pool, which only the peeks used.
+  BOOST_TEST(narrow.pinned_bytes() ==
+             2 * two_slots.small_staged_max_bytes + two_slots.staging_chunks * two_slots.staging_chunk_bytes);
+  for (std::size_t i = 0; i < pokes; ++i) BOOST_TEST(same_bytes(back[i], values[i]), "block " << i);
+  const auto again = random_vector<std::uint8_t>(bytes, 849);
+  narrow.poke(std::span<const std::uint8_t>(again), destination.get(), asio::use_future).get();
+  BOOST_TEST(same_bytes(peek_list_array(bytes, destination.get()), again));
+  std::lock_guard lock(seen_mutex);
+  BOOST_TEST((seen == std::vector{transfer_plan::staged, transfer_plan::staged, transfer_plan::driver_staged,
+                                  transfer_plan::driver_staged, transfer_plan::staged, transfer_plan::staged,
+                                  transfer_plan::staged, transfer_plan::staged, transfer_plan::staged}));
+  BOOST_TEST(narrow.plan_counts().driver_staged == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(small_staging_settings_beyond_what_can_be_held_are_refused) {
+  engine_options settings = options;
+  settings.small_staging_slots = 65537;
+  ferry::testing::expect_error<std::invalid_argument>([&] { engine refused{io.get_executor(), settings}; },
+                                                      {"engine: small_staging_slots 65537 is more than 65536"});
+  settings.small_staging_slots = 65536;
+  settings.small_staged_max_bytes = std::numeric_limits<std::size_t>::max();
+  ferry::testing::expect_error<std::invalid_argument>(
+      [&] { engine refused{io.get_executor(), settings}; },
+      {"engine: 65536 small_staging_slots of small_staged_max_bytes 18446744073709551615 bytes are more bytes than a "
+       "size_t counts"});
+  // Either zero turns the slots off: small pokes go to the driver's staging again.
+  settings.small_staged_max_bytes = 0;
+  std::vector<transfer_plan> seen;
+  settings.on_plan = [&](std::string_view, transfer_plan plan, std::size_t) { seen.push_back(plan); };
+  engine off{io.get_executor(), settings};
+  auto destination = off.allocate<std::uint8_t>(100);
+  const auto values = random_vector<std::uint8_t>(100, 850);
+  off.poke(std::span<const std::uint8_t>(values), destination.get(), asio::use_future).get();
+  BOOST_TEST(same_bytes(peek_list_array(values.size(), destination.get()), values));
+  BOOST_TEST((seen == std::vector{transfer_plan::driver_staged}));
+  BOOST_TEST(off.pinned_bytes() == 0u);
 }
 
 // The size limit of driver_staged pokes: at the limit the driver stages, past it ferry does; a limit of
 // zero turns it off; a poke forced to driver_staged goes so at any size, a peek cannot be forced to it.
 BOOST_AUTO_TEST_CASE(driver_staged_pokes_follow_their_size_limit_and_can_be_forced) {
   engine_options limited = options;
+  limited.small_staged_max_bytes = 0;  // the driver's staging for every small poke
   limited.driver_staged_max_bytes = 64 << 10;
   std::vector<transfer_plan> seen;
   limited.on_plan = [&](std::string_view, transfer_plan plan, std::size_t) { seen.push_back(plan); };
@@ -285,9 +396,10 @@ BOOST_AUTO_TEST_CASE(a_batch_the_driver_refuses_is_sent_copy_by_copy_in_every_di
   BOOST_TEST(gpu->plan_counts().batch_refusals >= 3u);  // a batch or more in each direction
 }
 
-// Small staged transfers are submitted from the starting thread and a peek's bytes copied out where its
-// completion is learnt: many at once, of sizes around the in-place limit (64 KiB), both ways, every byte.
-BOOST_AUTO_TEST_CASE(small_staged_transfers_of_any_size_move_every_byte_both_ways) {
+// Small transfers forced to the staging pool are submitted from the starting thread and a peek's bytes
+// copied out where its completion is learnt: many at once, of sizes around the in-place limit (64 KiB),
+// both ways, every byte.
+BOOST_AUTO_TEST_CASE(small_transfers_forced_to_the_staging_pool_move_every_byte_both_ways) {
   const std::vector<std::size_t> sizes = {1, 3, 4096, 4097, 65535, 65536, 65537, 200000};
   std::vector<std::vector<std::uint8_t>> sent, back;
   std::vector<device_buffer<std::uint8_t>> there;

@@ -14,6 +14,7 @@
 #include <boost/asio/use_future.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -21,11 +22,13 @@
 #include <future>
 #include <new>
 #include <optional>
+#include <span>
 #include <thread>
 #include <vector>
 
 #include "engine/async/completion_bridge.hpp"
 #include "engine/driver/driver_table.hpp"
+#include "engine/driver/sim/control.hpp"
 #include "ferry/marshal.hpp"
 #include "tests/support/device_fixture.hpp"
 #include "tests/support/expect_error.hpp"
@@ -246,6 +249,35 @@ BOOST_AUTO_TEST_CASE(pokes_of_ferrys_own_allocations_ask_the_driver_nothing_abou
   }
   BOOST_TEST(ferry::testing::run_until(io, [&] { return done == pieces; }));
   BOOST_TEST(queries() - before == 0u);
+  BOOST_TEST(every_byte_arrived());
+}
+
+// A small pageable poke and peek (through the engine's small staging slots) ask the driver about the
+// pageable side only in calls that do not fail for memory it does not know. Each op used to make two
+// that failed (cuPointerGetAttribute, cuMemGetAddressRange): on the H200, most of what a small pageable
+// transfer cost beyond a page-locked one.
+BOOST_AUTO_TEST_CASE(small_pageable_transfers_ask_the_driver_nothing_that_fails_about_their_pointers,
+                     *ferry::testing::only_on_sim()) {
+  scramble_destination();
+  asio::io_context io;
+  engine gpu{io.get_executor()};
+  std::vector<std::uint8_t> back(piece);
+  const auto count = [](const char* entry) { return sim::call_counts().at(entry); };
+  // The first small transfer allocates the slots.
+  BOOST_TEST(gpu.poke(std::span(values).first(piece), destination_piece(0), s, asio::use_future).get() == piece);
+  const std::size_t singles = count("cuPointerGetAttribute"), ranges = count("cuMemGetAddressRange"),
+                    attributes = count("cuPointerGetAttributes");
+  for (int i = 0; i < pieces; ++i) {
+    const std::span<const std::uint8_t> from = std::span(values).subspan(i * piece, piece);
+    BOOST_TEST(gpu.poke(from, destination_piece(i), s, asio::use_future).get() == piece);
+    BOOST_TEST(gpu.peek(destination_piece(i), std::span(back), s, asio::use_future).get() == piece);
+    BOOST_TEST(std::equal(back.begin(), back.end(), from.begin()), "piece " << i);
+  }
+  BOOST_TEST(count("cuPointerGetAttribute") - singles == 0u);
+  BOOST_TEST(count("cuMemGetAddressRange") - ranges == 0u);
+  // Is the pageable side device memory; does the driver know it as page-locked.
+  BOOST_TEST(count("cuPointerGetAttributes") - attributes <= 2u * 2 * pieces);
+  BOOST_TEST(gpu.plan_counts().staged == 2u * pieces + 1);
   BOOST_TEST(every_byte_arrived());
 }
 

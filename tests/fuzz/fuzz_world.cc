@@ -74,6 +74,13 @@ fuzz_world::fuzz_world()
            [&](boost::system::error_code error, std::size_t) { done = !error; });
   io.run();
   if (!done) fail("setup", "the warm-up poke failed", "");
+  // One small pageable poke allocates the engine's small staging slots.
+  done = false;
+  gpu.poke(std::span<const std::byte>(pageable_a).first(16), device_a.get(),
+           [&](boost::system::error_code error, std::size_t) { done = !error; });
+  io.restart();
+  io.run();
+  if (!done) fail("setup", "the small warm-up poke failed", "");
   // And one fill of 8-byte elements loads the kernels' module, which stays for the context's life.
   ferry::memset(device_a.get().cast<std::uint64_t>(), 1, std::uint64_t{1});
   baseline = sim::current_usage();

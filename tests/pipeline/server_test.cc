@@ -145,14 +145,14 @@ BOOST_AUTO_TEST_CASE(large_buffers_are_page_locked_once_and_moved_in_one_dma) {
     c.send_request(operation::transform, payload);
     check_reply(c.read_reply(), operation::transform, payload);
   }
-  // The 4 KiB class: pageable; the poke handed to the driver as it is, the peek staged.
+  // The 4 KiB class: pageable; the poke and the peek staged (through the engine's small slots).
   const auto small = random_vector<std::uint8_t>(3000, 40);
   c.send_request(operation::transform, small);
   check_reply(c.read_reply(), operation::transform, small);
   const ferry::plan_counts plans = *srv->stage().plan_counts();
   BOOST_CHECK_EQUAL(plans.pinned, 8u);  // 4 pokes and 4 peeks
-  BOOST_CHECK_EQUAL(plans.staged, 1u);
-  BOOST_CHECK_EQUAL(plans.driver_staged, 1u);
+  BOOST_CHECK_EQUAL(plans.staged, 2u);
+  BOOST_CHECK_EQUAL(plans.driver_staged, 0u);
   BOOST_CHECK_EQUAL(plans.registered, 0u);
 }
 
@@ -323,8 +323,8 @@ BOOST_AUTO_TEST_CASE(metrics_endpoint_serves_prometheus_text) {
                            "pipeline_sent_bytes_total{stage=\"ferry\"} 30072",      // 3 headers + 30000 result bytes
                            "pipeline_errors_total{stage=\"ferry\",kind=\"write_timeout\"} 0",
                            "pipeline_staging_budget_bytes{stage=\"ferry\"} 4194304",
-                           "pipeline_transfer_plans_total{stage=\"ferry\",plan=\"staged\"} 3",
-                           "pipeline_transfer_plans_total{stage=\"ferry\",plan=\"driver_staged\"} 3"}) {
+                           "pipeline_transfer_plans_total{stage=\"ferry\",plan=\"staged\"} 6",
+                           "pipeline_transfer_plans_total{stage=\"ferry\",plan=\"driver_staged\"} 0"}) {
     BOOST_CHECK_MESSAGE(text.find(line) != std::string::npos, "the scrape lacks \"" << line << "\":\n" << text);
   }
   BOOST_CHECK(http_get(srv->metrics_endpoint(), "/other").find("HTTP/1.0 404 Not Found") == 0);
