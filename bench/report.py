@@ -120,6 +120,15 @@ RESIDENT_ROWS = [(f"{d}_pinned_{size}{suffix}", f"{what}, {size[:-3]} {size[-3:]
                  for d, what in (("h2d", "host to device"), ("d2h", "device to host"))
                  for suffix, how in (("", "copy engine (default)"), ("_resident", "resident copier"))]
 
+# The size sweep's small pageable copies: through the engine's small staging slots (the default) and,
+# for pokes, through the driver's own staging (an engine with engine_options::small_staged_max_bytes 0).
+SMALL_PAGEABLE_ROWS = [(f"{d}_pageable_{size}{suffix}", f"{what}, {size[:-3]} {size[-3:]}, {how}")
+                       for size in ("4KiB", "64KiB")
+                       for d, what, ways in (("h2d", "host to device", (("", "small slot (default)"),
+                                                                         ("_driver_staged", "driver's staging"))),
+                                             ("d2h", "device to host", (("", "small slot (default)"),)))
+                       for suffix, how in ways]
+
 # bench/peer_bandwidth's rows: device 0 -> 1 (peer_) or both at once (peer_bidir_), by the path named last.
 PEER_PATHS = {"": "automatic path", "_copy_engine": "one copy engine", "_split": "split over copy engines",
               "_kernel": "copy kernel over NVLink"}
@@ -134,6 +143,7 @@ TABLES = {
     "sweep": {"source": "h200.json", "kind": "sweep"},
     "fast-paths": {"source": "h200.json", "kind": "rows", "rows": FAST_PATHS},
     "resident": {"source": "h200.json", "kind": "rows", "rows": RESIDENT_ROWS},
+    "small-pageable": {"source": "h200.json", "kind": "rows", "rows": SMALL_PAGEABLE_ROWS},
     "engine": {"source": "h200-engine.json", "kind": "all", "labels": ENGINE_LABELS},
     "blocks": {"source": "h200-blocks.json", "kind": "all", "labels": BLOCKS_LABELS},
     "kernel-path": {"source": "h200-kernel-path.json", "kind": "all", "labels": KERNEL_PATH_LABELS,

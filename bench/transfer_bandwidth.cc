@@ -86,7 +86,9 @@ comparison_spec sweep_row(transfer_fixture& f, const sweep_case& c, std::size_t 
 }
 
 // Every size with the engine's default options; then the page-locked copies the resident copier takes
-// (up to 64 KiB) once more, by an engine with engine_options::resident_copies on: rows named *_resident.
+// (up to 64 KiB) once more, by an engine with engine_options::resident_copies on: rows named *_resident;
+// and the pageable pokes the small staging slots take, once more by an engine without them, through the
+// driver's own staging (driver_staged, the plan below driver_staged_max_bytes): rows named *_driver_staged.
 std::vector<result> size_sweep(transfer_fixture& f) {
   std::vector<comparison_spec> table;
   for (std::size_t size = 4096; size <= f.largest; size *= (size < (1u << 20) ? 16 : 4)) {
@@ -98,6 +100,14 @@ std::vector<result> size_sweep(transfer_fixture& f) {
   for (std::size_t size : {std::size_t{4096}, std::size_t{64} << 10}) {
     for (const sweep_case& c : sweep_cases(f, resident)) {
       if (c.prefix.find("pinned") != std::string::npos) table.push_back(sweep_row(f, c, size, "_resident"));
+    }
+  }
+  engine_options without_slots;
+  without_slots.small_staged_max_bytes = 0;
+  engine driver_staging{f.io.get_executor(), without_slots};
+  for (std::size_t size : {std::size_t{4096}, std::size_t{64} << 10}) {
+    for (const sweep_case& c : sweep_cases(f, driver_staging)) {
+      if (c.prefix == "h2d_pageable_") table.push_back(sweep_row(f, c, size, "_driver_staged"));
     }
   }
   return compare_all(table);

@@ -157,21 +157,23 @@ struct engine_options {
   std::size_t registration_threshold_bytes = std::size_t{32} << 20;
   std::size_t registration_cache_bytes = std::size_t{8} << 30;
   // Pokes and peeks of pageable memory of at most small_staged_max_bytes (plain 1-D copies, plan not
-  // forced) are staged through one of small_staging_slots page-locked slots of that size, taken without
-  // a lock: the initiating call copies a poke's bytes into the slot, the engine's thread that sees a
-  // peek's copy done copies them out, and the copy engine moves the slot as it moves any page-locked
-  // memory. Below this size that beats both the driver's own staging and the staging pool's hand-offs
-  // (docs/performance.md). Reported as transfer_plan::staged. The slots are allocated by the first such
-  // transfer; while every one is in use, a poke is driver_staged and a peek takes the staging pool.
-  // Either zero: off. At most 65536 slots.
+  // forced, smaller than registration_threshold_bytes) are staged through one of small_staging_slots
+  // page-locked slots of that size, taken without a lock: the initiating call copies a poke's bytes into
+  // the slot, the engine's thread that sees a peek's copy done copies them out, and the copy engine
+  // moves the slot as it moves any page-locked memory. A small peek then costs about what a page-locked
+  // one does, where the staging pool's hand-offs cost more than its copy; a small poke about what the
+  // driver's own staging costs (bench/transfer_bandwidth: *_driver_staged rows). Reported as
+  // transfer_plan::staged. The slots are allocated by the first such transfer; while every one is in
+  // use, a poke is driver_staged and a peek takes the staging pool. Either zero: off. At most 65536
+  // slots.
   std::size_t small_staged_max_bytes = std::size_t{64} << 10;
   std::size_t small_staging_slots = 64;
   // Other pokes from pageable memory of at most driver_staged_max_bytes are driver_staged: the
   // initiating call copies the bytes into the driver's staging memory (a memcpy's time) and the copy
   // costs one driver call, where the staging pool's hand-offs cost more than the copy below this size
-  // (bench/transfer_bandwidth's size sweep). Zero: every such poke is registered
-  // or staged. Peeks are never driver_staged: the driver's pageable device-to-host copy returns only
-  // once the stream has reached and finished it, which would block the initiating thread.
+  // (bench/transfer_bandwidth's size sweep). Zero: every such poke is registered or staged. Peeks are
+  // never driver_staged: the driver's pageable device-to-host copy returns only once the stream has
+  // reached and finished it, which would block the initiating thread.
   std::size_t driver_staged_max_bytes = std::size_t{1} << 20;
   // Small copies (at most batch_max_bytes, page-locked or device memory, given no stream) that arrive
   // within batch_window of another are submitted together; none waits longer than the window.

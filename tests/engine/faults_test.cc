@@ -44,7 +44,8 @@ boost::system::error_code error_of(Start start) {
 // An address as the engine's messages print it.
 std::string address_text(const void* address) {
   char text[2 + 2 * sizeof(address) + 1];
-  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(address)));
+  const auto value = static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(address));
+  std::snprintf(text, sizeof text, "0x%llx", value);
   return text;
 }
 
