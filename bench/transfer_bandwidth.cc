@@ -85,6 +85,17 @@ comparison_spec sweep_row(transfer_fixture& f, const sweep_case& c, std::size_t 
   return spec;
 }
 
+// The sweep's 4 and 64 KiB rows of the cases whose prefix `takes` accepts, once more by `gpu`, each name
+// ending in `suffix`.
+void small_rows_again(transfer_fixture& f, engine& gpu, const std::function<bool(const std::string&)>& takes,
+                      const std::string& suffix, std::vector<comparison_spec>& table) {
+  for (std::size_t size : {std::size_t{4096}, std::size_t{64} << 10}) {
+    for (const sweep_case& c : sweep_cases(f, gpu)) {
+      if (takes(c.prefix)) table.push_back(sweep_row(f, c, size, suffix));
+    }
+  }
+}
+
 // Every size with the engine's default options; then the page-locked copies the resident copier takes
 // (up to 64 KiB) once more, by an engine with engine_options::resident_copies on: rows named *_resident;
 // and the pageable pokes the small staging slots take, once more by an engine without them, through the
@@ -97,19 +108,13 @@ std::vector<result> size_sweep(transfer_fixture& f) {
   engine_options one_at_a_time;
   one_at_a_time.resident_copies = true;
   engine resident{f.io.get_executor(), one_at_a_time};
-  for (std::size_t size : {std::size_t{4096}, std::size_t{64} << 10}) {
-    for (const sweep_case& c : sweep_cases(f, resident)) {
-      if (c.prefix.find("pinned") != std::string::npos) table.push_back(sweep_row(f, c, size, "_resident"));
-    }
-  }
+  small_rows_again(f, resident, [](const std::string& prefix) { return prefix.find("pinned") != std::string::npos; },
+                   "_resident", table);
   engine_options without_slots;
   without_slots.small_staged_max_bytes = 0;
   engine driver_staging{f.io.get_executor(), without_slots};
-  for (std::size_t size : {std::size_t{4096}, std::size_t{64} << 10}) {
-    for (const sweep_case& c : sweep_cases(f, driver_staging)) {
-      if (c.prefix == "h2d_pageable_") table.push_back(sweep_row(f, c, size, "_driver_staged"));
-    }
-  }
+  small_rows_again(f, driver_staging, [](const std::string& prefix) { return prefix == "h2d_pageable_"; },
+                   "_driver_staged", table);
   return compare_all(table);
 }
 

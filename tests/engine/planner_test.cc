@@ -174,14 +174,8 @@ BOOST_AUTO_TEST_CASE(transfers_through_small_slots_move_every_byte_at_each_size_
 // driver_staged and the peeks take the staging pool; once the gate opens every byte arrives, the slots
 // are free again, and the stream's order held throughout (each peek reads what the pokes before it wrote).
 BOOST_AUTO_TEST_CASE(while_every_slot_is_in_use_pokes_are_driver_staged_and_peeks_take_the_staging_pool) {
-  engine_options two_slots = options;
+  engine_options two_slots = options;  // its plans are recorded as the fixture's engine's are (plans())
   two_slots.small_staging_slots = 2;
-  std::vector<transfer_plan> seen;
-  std::mutex seen_mutex;
-  two_slots.on_plan = [&](std::string_view, transfer_plan plan, std::size_t) {
-    std::lock_guard lock(seen_mutex);
-    seen.push_back(plan);
-  };
   engine narrow{io.get_executor(), two_slots};
   constexpr std::size_t bytes = 4096, pokes = 4;
   auto destination = narrow.allocate<std::uint8_t>(bytes * pokes);
@@ -212,8 +206,7 @@ BOOST_AUTO_TEST_CASE(while_every_slot_is_in_use_pokes_are_driver_staged_and_peek
   const auto again = random_vector<std::uint8_t>(bytes, 849);
   narrow.poke(std::span<const std::uint8_t>(again), destination.get(), asio::use_future).get();
   BOOST_TEST(same_bytes(peek_list_array(bytes, destination.get()), again));
-  std::lock_guard lock(seen_mutex);
-  BOOST_TEST((seen == std::vector{transfer_plan::staged, transfer_plan::staged, transfer_plan::driver_staged,
+  BOOST_TEST((plans() == std::vector{transfer_plan::staged, transfer_plan::staged, transfer_plan::driver_staged,
                                   transfer_plan::driver_staged, transfer_plan::staged, transfer_plan::staged,
                                   transfer_plan::staged, transfer_plan::staged, transfer_plan::staged}));
   BOOST_TEST(narrow.plan_counts().driver_staged == 2u);
@@ -232,14 +225,12 @@ BOOST_AUTO_TEST_CASE(small_staging_settings_beyond_what_can_be_held_are_refused)
        "size_t counts"});
   // Either zero turns the slots off: small pokes go to the driver's staging again.
   settings.small_staged_max_bytes = 0;
-  std::vector<transfer_plan> seen;
-  settings.on_plan = [&](std::string_view, transfer_plan plan, std::size_t) { seen.push_back(plan); };
   engine off{io.get_executor(), settings};
   auto destination = off.allocate<std::uint8_t>(100);
   const auto values = random_vector<std::uint8_t>(100, 850);
   off.poke(std::span<const std::uint8_t>(values), destination.get(), asio::use_future).get();
   BOOST_TEST(same_bytes(peek_list_array(values.size(), destination.get()), values));
-  BOOST_TEST((seen == std::vector{transfer_plan::driver_staged}));
+  BOOST_TEST((plans() == std::vector{transfer_plan::driver_staged}));
   BOOST_TEST(off.pinned_bytes() == 0u);
 }
 

@@ -67,20 +67,20 @@ fuzz_world::fuzz_world()
   map.add({address(pinned.data()), arena_bytes, memory::pinned});
   map.add({address(pageable_a.data()), arena_bytes, memory::pageable});
   map.add({address(pageable_b.data()), arena_bytes, memory::pageable});
-  // One staged transfer allocates the engine's staging chunks: from then on, what the world holds
-  // between inputs is fixed.
-  bool done = false;
-  gpu.poke(std::span<const std::byte>(pageable_a), device_a.get(), transfer_plan::staged,
-           [&](boost::system::error_code error, std::size_t) { done = !error; });
-  io.run();
-  if (!done) fail("setup", "the warm-up poke failed", "");
-  // One small pageable poke allocates the engine's small staging slots.
-  done = false;
-  gpu.poke(std::span<const std::byte>(pageable_a).first(16), device_a.get(),
-           [&](boost::system::error_code error, std::size_t) { done = !error; });
-  io.restart();
-  io.run();
-  if (!done) fail("setup", "the small warm-up poke failed", "");
+  // One staged transfer allocates the engine's staging chunks, one small pageable poke its small staging
+  // slots: from then on, what the world holds between inputs is fixed.
+  auto warm_up = [&](const char* failed, auto start) {
+    bool done = false;
+    start([&](boost::system::error_code error, std::size_t) { done = !error; });
+    io.restart();
+    io.run();
+    if (!done) fail("setup", failed, "");
+  };
+  warm_up("the warm-up poke failed", [&](auto handler) {
+    gpu.poke(std::span<const std::byte>(pageable_a), device_a.get(), transfer_plan::staged, handler);
+  });
+  warm_up("the small warm-up poke failed",
+          [&](auto handler) { gpu.poke(std::span<const std::byte>(pageable_a).first(16), device_a.get(), handler); });
   // And one fill of 8-byte elements loads the kernels' module, which stays for the context's life.
   ferry::memset(device_a.get().cast<std::uint64_t>(), 1, std::uint64_t{1});
   baseline = sim::current_usage();
