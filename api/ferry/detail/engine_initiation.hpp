@@ -5,7 +5,6 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/cancellation_type.hpp>
-#include <boost/asio/recycling_allocator.hpp>
 #include <boost/system/error_code.hpp>
 
 #include <chrono>
@@ -14,6 +13,7 @@
 
 #include "ferry/detail/engine_core.hpp"
 #include "ferry/detail/handler_completion.hpp"
+#include "ferry/detail/op_blocks.hpp"
 #include "ferry/detail/operation.hpp"
 
 namespace ferry::detail {
@@ -76,9 +76,8 @@ class operation_with_handler final : public operation {
 // has one), and the handler's cancellation slot connected to it. The slot's handler holds the op and the
 // engine weakly: a request after completion, or after the engine is gone, does nothing.
 //
-// The op comes from Asio's recycling allocator (a block freed on a thread that runs an io_context is kept
-// in that thread's cache for the next op; an op is usually freed on the thread that runs its handler,
-// which in a coroutine's case is the one that started it), not from the handler's associated allocator:
+// The op's memory is one of ferry's reused blocks (op_blocks.hpp: an op is freed on another thread than
+// the one that started it, unless a coroutine started it), not from the handler's associated allocator:
 // the engine may hold an op after its handler has run (a batch that still carries a copy cancelled
 // before launch), and Asio's rule is that memory from the associated allocator is freed before the
 // handler is invoked.
@@ -87,7 +86,7 @@ std::shared_ptr<operation> make_operation(Handler handler, Deliver deliver, cons
                                           const std::shared_ptr<engine_core>& core) {
   auto slot = boost::asio::get_associated_cancellation_slot(handler);
   auto op = std::allocate_shared<operation_with_handler<Handler, Deliver>>(
-      boost::asio::recycling_allocator<void>(), std::move(handler), executor, std::move(deliver),
+      op_blocks::allocator<void>(), std::move(handler), executor, std::move(deliver),
       core->executor_spin());
   op->completion().set_owner(op);
   if (slot.is_connected()) {

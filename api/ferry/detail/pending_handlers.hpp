@@ -13,7 +13,6 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/prefer.hpp>
 #include <boost/asio/query.hpp>
-#include <boost/asio/recycling_allocator.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -24,6 +23,8 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#include "ferry/detail/op_blocks.hpp"
 
 namespace ferry::detail {
 
@@ -61,22 +62,14 @@ class pending_handlers : public boost::asio::execution_context::service {
     struct delivery {
       virtual ~delivery() = default;
       virtual void run() = 0;
-      // Made for each op at submission and freed on the handler's thread: from Asio's recycling
-      // allocator, as the op itself (engine_initiation.hpp).
-      static void* operator new(std::size_t bytes) { return blocks().allocate(units(bytes)); }
-      static void operator delete(void* block, std::size_t bytes) noexcept {
-        blocks().deallocate(static_cast<std::max_align_t*>(block), units(bytes));
-      }
+      // Made for each op at submission and freed on the handler's thread: one of ferry's reused blocks,
+      // as the op itself (engine_initiation.hpp).
+      static void* operator new(std::size_t bytes) { return op_blocks::take(bytes); }
+      static void operator delete(void* block, std::size_t bytes) noexcept { op_blocks::give_back(block, bytes); }
       delivery* next = nullptr;
       // A completion posted earlier had not run when this one was handed over: this one must run after
       // it, so it is posted too (behind it) rather than run in the turn.
       bool behind_posted = false;
-
-     private:
-      static boost::asio::recycling_allocator<std::max_align_t> blocks() noexcept { return {}; }
-      static std::size_t units(std::size_t bytes) noexcept {
-        return (bytes + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t);
-      }
     };
     // The deliveries handed to the current turn: a stack whose head is closed() while no turn waits.
     static delivery* closed() noexcept { return reinterpret_cast<delivery*>(std::uintptr_t{1}); }
