@@ -1,18 +1,26 @@
 // submit_path_costs's rows of the engine's core without Asio: argument checks alone, then checks,
 // submission and bridge, alone and leaving one piece out; then the pieces of its bookkeeping one by one,
 // each a fresh instance beside the core's, and the raw calls they wrap, timed the same way.
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/recycling_allocator.hpp>
+
+#include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <future>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "bench/submit_path_fixture.hpp"
 #include "engine/async/completion_bridge.hpp"
 #include "engine/async/event_pool.hpp"
 #include "engine/async/stream_sequencer.hpp"
+#include "ferry/detail/op_blocks.hpp"
 
 namespace ferry::bench {
 namespace {
@@ -26,6 +34,54 @@ void start_raising(detail::engine_core& core, std::atomic<bool>& finished, detai
                    std::optional<CUstream> on) {
   finished = false;
   core.start(std::make_shared<detail::operation>(std::make_unique<raise_flag>(finished)), std::move(transfer), on);
+}
+
+// The way an op's block goes when a thread that runs no io_context starts ops (the size sweep's way, a
+// use_future caller): made by `allocate` on this thread, handed to another thread that frees it, one at a
+// time. The median of the allocations alone, in microseconds.
+template <class Allocator>
+double made_here_freed_there_us(Allocator allocator) {
+  struct op_sized {
+    std::array<std::byte, 320> state;  // about an op with a coroutine's handler
+  };
+  std::atomic<std::shared_ptr<op_sized>*> handed{nullptr};
+  std::atomic<bool> stop{false};
+  std::thread freer([&] {
+    while (!stop.load(std::memory_order_acquire)) {
+      if (std::shared_ptr<op_sized>* op = handed.exchange(nullptr, std::memory_order_acq_rel)) delete op;
+    }
+  });
+  const double us = isolated_us([&](int) {
+    auto op = std::allocate_shared<op_sized>(allocator);
+    op->state[0] = std::byte{1};
+    handed.store(new std::shared_ptr<op_sized>(std::move(op)), std::memory_order_release);
+  }, [&] {
+    while (handed.load(std::memory_order_acquire) != nullptr) {
+    }
+  });
+  stop.store(true, std::memory_order_release);
+  freer.join();
+  return us;
+}
+
+// A coroutine's way: made and freed by the thread that runs the io_context. The median of an allocation
+// and its free, in microseconds.
+template <class Allocator>
+double made_and_freed_on_an_io_thread_us(Allocator allocator) {
+  struct op_sized {
+    std::array<std::byte, 320> state;
+  };
+  boost::asio::io_context io(1);
+  double us = 0;
+  boost::asio::post(io, [&] {
+    us = isolated_us([&](int) {
+      auto op = std::allocate_shared<op_sized>(allocator);
+      op->state[0] = std::byte{1};
+      asm volatile("" : : "r"(op.get()) : "memory");
+    }, [] {});
+  });
+  io.run();
+  return us;
 }
 
 std::vector<row> bookkeeping_rows(submit_fixture& f) {
@@ -66,6 +122,15 @@ std::vector<row> bookkeeping_rows(submit_fixture& f) {
          }, settle);
        }},
       {"steady_clock::now", [&] { return per_call([&](int) { (void)std::chrono::steady_clock::now(); }, [] {}); }},
+      {"an op's block made here, freed on another thread: Asio's recycling allocator (the global one off an "
+       "io thread)",
+       [] { return made_here_freed_there_us(boost::asio::recycling_allocator<void>()); }},
+      {"an op's block made here, freed on another thread: ferry's op blocks",
+       [] { return made_here_freed_there_us(detail::op_blocks::allocator<void>()); }},
+      {"an op's block made and freed on an io thread: Asio's recycling allocator (its thread's cache)",
+       [] { return made_and_freed_on_an_io_thread_us(boost::asio::recycling_allocator<void>()); }},
+      {"an op's block made and freed on an io thread: ferry's op blocks",
+       [] { return made_and_freed_on_an_io_thread_us(detail::op_blocks::allocator<void>()); }},
   });
   rows.insert(rows.end(), raw_rows.begin(), raw_rows.end());
   return rows;

@@ -12,8 +12,11 @@
 namespace ferry::detail::op_blocks {
 namespace {
 
+// g++ says __SANITIZE_ADDRESS__, clang __has_feature(address_sanitizer).
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool reuse_blocks = false;
+#elif defined(__has_feature)
+constexpr bool reuse_blocks = !__has_feature(address_sanitizer);
 #else
 constexpr bool reuse_blocks = true;
 #endif
@@ -82,7 +85,7 @@ void give_back(void* block, std::size_t bytes) noexcept {
   if (reuse_blocks) {
     if (block_class* blocks = class_for(bytes); blocks != nullptr && blocks->give_back(block)) return;
   }
-  ::operator delete(block, bytes);
+  ::operator delete(block);  // unsized: clang leaves sized deallocation off by default
 }
 
 }  // namespace ferry::detail::op_blocks

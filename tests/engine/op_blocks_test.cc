@@ -27,6 +27,8 @@ constexpr std::array<std::size_t, 6> sizes{24, 128, 200, 512, 1000, 3000};
 
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool blocks_reused = false;  // AddressSanitizer sees every block come from operator new
+#elif defined(__has_feature)
+constexpr bool blocks_reused = !__has_feature(address_sanitizer);
 #else
 constexpr bool blocks_reused = true;
 #endif

@@ -7,6 +7,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_executor.hpp>
+#include <boost/asio/bind_allocator.hpp>
 #include <boost/asio/post.hpp>
 
 #include <atomic>
@@ -18,6 +19,7 @@
 #include <utility>
 
 #include "ferry/detail/keep_awake.hpp"
+#include "ferry/detail/op_blocks.hpp"
 #include "ferry/detail/operation.hpp"
 #include "ferry/detail/pending_handlers.hpp"
 #include "ferry/detail/stage_trace.hpp"
@@ -139,11 +141,15 @@ class handler_completion final : public completion, public pending_handlers::ent
   };
 
   // Posting under the registry's lock: a shutdown waits for this post to finish, and the scheduler,
-  // shut down after this service, then destroys the posted handler if it never runs.
+  // shut down after this service, then destroys the posted handler if it never runs. The executor's
+  // record of the posted handler is a reused block too (op_blocks.hpp): it is made on the thread that
+  // completes the op and freed on the one that runs the handler.
   template <class Run>
   void post_counted(Run run) {
     registry_->posted_not_run.fetch_add(1, std::memory_order_acq_rel);
-    boost::asio::post(executor_, [run = std::move(run), not_run = counted_post{registry_}]() mutable { run(); });
+    boost::asio::post(executor_, boost::asio::bind_allocator(op_blocks::allocator<void>(),
+                                                             [run = std::move(run), not_run = counted_post{registry_}]()
+                                                                 mutable { run(); }));
   }
 
   struct delivery_of final : pending_handlers::registry::delivery {

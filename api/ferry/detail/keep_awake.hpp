@@ -92,9 +92,10 @@ struct keep_awake {
         owner->owed.load() > 0 ? spin : std::min(spin, std::chrono::steady_clock::duration(linger));
     return idle < static_cast<std::int64_t>(limit.count());
   }
-  // One turn: waits for a completion (handed to the mailbox, or posted), then runs what was handed over,
-  // after re-queuing itself (or stopping) first, so that a handler that throws leaves the task in a
-  // consistent state.
+  // One turn: waits for a completion (handed to the mailbox, or posted), runs what was handed over, then
+  // re-queues itself (or stops). The handlers run first: they are what the completion waits for, and the
+  // re-queuing reads lines the completing thread has just written. A handler that throws leaves the task
+  // re-queued (or stopped) all the same.
   void operator()() {
     const std::uint64_t posted = owner->posted.load(std::memory_order_acquire);
     const std::int64_t turn_begins = steady_ticks();
@@ -120,7 +121,7 @@ struct keep_awake {
     delivery_list handed(owner->mailbox.exchange(pending_handlers::registry::closed(), std::memory_order_acq_rel));
     if (!handed.empty()) stage_trace::mark(stage_trace::stage::mailbox_taken);
     const Executor here = executor;
-    reschedule();  // moves *this away
+    // After reschedule(), which moves *this away, only locals are touched.
     auto post_rest = [&] {
       if (!handed.empty()) boost::asio::post(here, [rest = std::move(handed)]() mutable { rest.run_all(); });
     };
@@ -129,9 +130,11 @@ struct keep_awake {
       handed.run_until_behind_posted();
     } catch (...) {
       // As if each had been posted: the exception leaves io_context::run, the others still run.
+      reschedule();
       post_rest();
       throw;
     }
+    reschedule();
     post_rest();
   }
 
