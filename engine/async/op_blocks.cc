@@ -1,7 +1,6 @@
 // The reused blocks of ferry/detail/op_blocks.hpp: per size class, one array of blocks made on first use
 // and never freed (an op may be freed during static destruction, after the engine that made it), whose
-// free members are kept in a free_indices stack. Under AddressSanitizer every block comes from operator
-// new, so that its leak and use-after-free checks see each op.
+// free members are kept in a free_indices stack (none under AddressSanitizer: reuses_blocks()).
 #include "ferry/detail/op_blocks.hpp"
 
 #include <array>
@@ -71,6 +70,8 @@ block_class* class_for(std::size_t bytes) {
 }
 
 }  // namespace
+
+bool reuses_blocks() noexcept { return reuse_blocks; }
 
 void* take(std::size_t bytes) {
   if (reuse_blocks) {

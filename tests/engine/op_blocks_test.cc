@@ -25,14 +25,6 @@ namespace {
 // One size of each class, a size between two classes, and one larger than the largest.
 constexpr std::array<std::size_t, 6> sizes{24, 128, 200, 512, 1000, 3000};
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool blocks_reused = false;  // AddressSanitizer sees every block come from operator new
-#elif defined(__has_feature)
-constexpr bool blocks_reused = !__has_feature(address_sanitizer);
-#else
-constexpr bool blocks_reused = true;
-#endif
-
 struct held_block {
   void* block;
   std::size_t bytes;
@@ -77,7 +69,7 @@ BOOST_AUTO_TEST_CASE(a_block_given_back_is_taken_again_by_the_next_op_of_its_cla
     expect_intact_and_give_back(first);
     const held_block second = take_and_fill(bytes, bytes + 1);
     // Reused: the stack gives the block given back last (no other thread takes blocks here).
-    BOOST_TEST((second.block == first.block) == blocks_reused, "bytes " << bytes);
+    BOOST_TEST((second.block == first.block) == op_blocks::reuses_blocks(), "bytes " << bytes);
     expect_intact_and_give_back(second);
   }
 }

@@ -20,6 +20,9 @@ namespace ferry::detail::op_blocks {
 void* take(std::size_t bytes);
 // Gives back a block that take(bytes) returned, with the same `bytes`; on any thread.
 void give_back(void* block, std::size_t bytes) noexcept;
+// False in a build under AddressSanitizer, where every block comes from operator new (so that its leak
+// and use-after-free checks see each op).
+bool reuses_blocks() noexcept;
 
 // An allocator over take() and give_back() (for std::allocate_shared). Types aligned beyond the standard
 // types' alignment go to std::allocator.
