@@ -2,12 +2,15 @@
 // initiation to coroutine resumption (per completion policy, with the poller writing the completion
 // flags, and given no stream to the resident copier), the poller's CPU use over an idle second, the
 // initiating call's cost (both ways of writing the flags), and 1024 concurrent 4 KiB copies (pokes by
-// each batch path, and peeks).
+// each batch path, and peeks), with where their time went on the io thread (printed, not reported).
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
+
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -256,12 +259,40 @@ void raw_small_peeks(setup& s) {
   }
 }
 
+// Where a run of many_copies spent its time (microseconds per op): on the io thread's CPU, until the last
+// coroutine reached its op, and in all. Printed per row as the median over its runs: the rows are bound
+// by the io thread when its CPU time per op is near the time per op in all.
+struct many_copies_times {
+  std::vector<double> io_cpu;
+  std::vector<double> last_reached;
+  std::vector<double> wall;
+  void print(const std::string& row) const {
+    if (wall.empty()) return;
+    std::cerr << "many_small: " << row << ": per op, io thread busy " << percentile(io_cpu, 0.5) * 1e6
+              << " us, the last op reached after " << percentile(last_reached, 0.5) * 1e6 << " us, all done after "
+              << percentile(wall, 0.5) * 1e6 << " us\n";
+  }
+};
+
+double thread_cpu_seconds() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
+
 // 1024 concurrent 4 KiB copies from coroutines, all in flight at once: pokes from page-locked memory, or
 // peeks into it.
-void many_copies(setup& s, asio::io_context& io, engine& gpu, bool peeks) {
+void many_copies(setup& s, asio::io_context& io, engine& gpu, bool peeks, many_copies_times& times) {
   int done = 0;
+  int reached = 0;
+  const auto start = clock_type::now();
+  clock_type::time_point last_reached_at;
+  const double cpu_start = thread_cpu_seconds();
   for (int i = 0; i < concurrent_ops; ++i) {
     asio::co_spawn(io, [&, i]() -> asio::awaitable<void> {
+      // The op's initiating call runs when the coroutine suspends on it: the next coroutine to start (or
+      // the end of the run) comes after it.
+      if (++reached == concurrent_ops) last_reached_at = clock_type::now();
       const std::size_t offset = static_cast<std::size_t>(i) * small_bytes;
       if (peeks) {
         co_await gpu.peek(device_ptr<const std::uint8_t>(s.destination.get() + offset),
@@ -275,12 +306,39 @@ void many_copies(setup& s, asio::io_context& io, engine& gpu, bool peeks) {
   }
   io.restart();
   io.run();
+  const double seconds = std::chrono::duration<double>(clock_type::now() - start).count();
   if (done != concurrent_ops) throw std::runtime_error("many_small: not every copy completed");
+  times.io_cpu.push_back((thread_cpu_seconds() - cpu_start) / concurrent_ops);
+  times.last_reached.push_back(std::chrono::duration<double>(last_reached_at - start).count() / concurrent_ops);
+  times.wall.push_back(seconds / concurrent_ops);
+}
+
+// What the coroutines of many_copies cost by themselves: each co_awaits asio::post instead of a copy
+// (microseconds per coroutine, the median of `runs`). The floor under many_small's ferry side on this
+// host: the same co_spawn, suspension and resumption on the io thread, without ferry.
+double coroutine_floor_us(asio::io_context& io, int runs) {
+  std::vector<double> per_op;
+  for (int run = 0; run < runs; ++run) {
+    int done = 0;
+    const auto start = clock_type::now();
+    for (int i = 0; i < concurrent_ops; ++i) {
+      asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+        co_await asio::post(io, asio::use_awaitable);
+        ++done;
+      }, asio::detached);
+    }
+    io.restart();
+    io.run();
+    if (done != concurrent_ops) throw std::runtime_error("many_small: not every coroutine ended");
+    per_op.push_back(std::chrono::duration<double>(clock_type::now() - start).count() / concurrent_ops);
+  }
+  return percentile(per_op, 0.5) * 1e6;
 }
 
 // One row of many_small: the engine's batches moved the way `path` says, against a raw loop of
 // cuMemcpyHtoDAsync (pokes) or cuMemcpyDtoHAsync (peeks) then a sync.
-bench::comparison_spec many_small_case(setup& s, asio::io_context& io, engine& gpu, std::string name, bool peeks) {
+bench::comparison_spec many_small_case(setup& s, asio::io_context& io, engine& gpu, std::string name, bool peeks,
+                                       many_copies_times& times) {
   auto raw_run = [&s, peeks] {
     if (peeks) {
       raw_small_peeks(s);
@@ -297,7 +355,7 @@ bench::comparison_spec many_small_case(setup& s, asio::io_context& io, engine& g
     }
   };
   return {std::move(name), small_bytes * concurrent_ops, 1, 2, 7,
-          [&s, &io, &gpu, peeks] { many_copies(s, io, gpu, peeks); }, raw_run, verify};
+          [&s, &io, &gpu, peeks, &times] { many_copies(s, io, gpu, peeks, times); }, raw_run, verify};
 }
 
 // 1024 concurrent 4 KiB copies: pokes with the planner's choice of batch path and with each path forced,
@@ -312,15 +370,20 @@ std::vector<bench::result> many_small(setup& s) {
   const auto automatic = engine_for(batch_path::automatic);
   const auto by_kernel = engine_for(batch_path::kernel);
   const auto by_copy_engine = engine_for(batch_path::copy_engine);
+  std::vector<many_copies_times> times(4);
   std::vector<bench::result> rows = bench::compare_all({
-      many_small_case(s, io, *automatic, "many_small_4KiB", false),
-      many_small_case(s, io, *by_kernel, "many_small_4KiB_kernel", false),
-      many_small_case(s, io, *by_copy_engine, "many_small_4KiB_copy_engine", false),
+      many_small_case(s, io, *automatic, "many_small_4KiB", false, times[0]),
+      many_small_case(s, io, *by_kernel, "many_small_4KiB_kernel", false, times[1]),
+      many_small_case(s, io, *by_copy_engine, "many_small_4KiB_copy_engine", false, times[2]),
   });
   s.fill_device();  // what the peeks read
-  for (bench::result& row : bench::compare_all({many_small_case(s, io, *automatic, "many_small_4KiB_d2h", true)})) {
+  for (bench::result& row :
+       bench::compare_all({many_small_case(s, io, *automatic, "many_small_4KiB_d2h", true, times[3])})) {
     rows.push_back(std::move(row));
   }
+  for (std::size_t i = 0; i < rows.size(); ++i) times[i].print(rows[i].name);
+  std::cerr << "many_small: the same coroutines, each co_awaiting asio::post instead of a copy: "
+            << coroutine_floor_us(io, 9) << " us per coroutine\n";
   const plan_counts counted = automatic->plan_counts();
   std::cerr << "many_small: the automatic engine moved " << counted.kernel_batches << " batches by kernel, "
             << counted.copy_engine_batches << " by copy engine; " << counted.pinned << " copies went alone\n";

@@ -25,6 +25,13 @@ CUstream highest_priority_stream(const driver_table& driver) noexcept {
   return made;
 }
 
+template <class T>
+std::vector<T> with_capacity(std::size_t count) {
+  std::vector<T> made;
+  made.reserve(count);
+  return made;
+}
+
 }  // namespace
 
 copy_batcher::copy_batcher(const driver_table& driver, CUcontext context, int ordinal, completion_bridge& bridge,
@@ -42,6 +49,7 @@ copy_batcher::copy_batcher(const driver_table& driver, CUcontext context, int or
       slabs_(driver, 3 * chosen.most_copies),
       finish_(std::move(finish)),
       report_(std::move(report)),
+      open_(with_capacity<copy>(chosen.most_copies)),
       thread_([this] { run(); }) {}
 
 copy_batcher::~copy_batcher() {
@@ -66,6 +74,16 @@ void copy_batcher::stop_for_exit() {
   slabs_.abandon();
 }
 
+// The open batch's copies, moved into a vector of the calling thread's: open_ keeps its memory, which the
+// offering thread allocated once. A batch's vector is freed by the thread that answers its copies, and
+// memory freed on another thread than the one that allocated it goes back under the allocating
+// thread's arena lock, which that thread (an io thread, allocating its coroutines' frames) then waits for.
+std::vector<copy_batcher::copy> copy_batcher::take_open() {
+  std::vector<copy> batch(std::make_move_iterator(open_.begin()), std::make_move_iterator(open_.end()));
+  open_.clear();
+  return batch;
+}
+
 bool copy_batcher::offer(copy& item) {
   std::vector<copy> full;
   {
@@ -78,7 +96,7 @@ bool copy_batcher::offer(copy& item) {
     if (opened) opened_ = now;
     open_.push_back(std::move(item));
     if (open_.size() >= settings_.most_copies) {
-      full.swap(open_);
+      full = take_open();
     } else if (opened) {
       // Only the first copy of a batch wakes the batcher thread (to time the window); later ones join a
       // batch it already waits for, and waking it for each would cost a system call per copy. Under the
@@ -104,8 +122,7 @@ void copy_batcher::run() {
       wake_.wait_until(lock, due);
       continue;
     }
-    std::vector<copy> batch;
-    batch.swap(open_);
+    std::vector<copy> batch = take_open();
     lock.unlock();
     submit(std::move(batch));
     lock.lock();

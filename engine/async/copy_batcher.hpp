@@ -85,6 +85,7 @@ class copy_batcher {
 
  private:
   void run();
+  std::vector<copy> take_open();  // under mutex_
   std::vector<copy> drop_cancelled(std::vector<copy> batch);
   // Submits the batch's live copies as one, and hands them to the bridge.
   void submit(std::vector<copy> batch);
@@ -120,7 +121,7 @@ class copy_batcher {
 
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::vector<copy> open_;
+  std::vector<copy> open_;  // room for most_copies, made once: offering never allocates
   std::chrono::steady_clock::time_point opened_;
   std::chrono::steady_clock::time_point last_arrival_;
   bool stopping_ = false;

@@ -8,6 +8,7 @@
 #include "ferry/error.hpp"
 #include "engine/memory/known_ranges.hpp"
 #include "engine/transfer/plans.hpp"
+#include "ferry/detail/op_blocks.hpp"
 
 namespace ferry::detail {
 
@@ -97,7 +98,10 @@ void engine_core::start(operation_factory make_op, prepared_transfer prepared, s
   if (engine.start_at_once(make_op, prepared, stream)) return;
   auto op = make_op();
   const std::uint64_t sequence = engine.admit();
-  auto transfer = std::make_shared<prepared_transfer>(std::move(prepared));
+  // A reused block, as the op's: the thread that answers the op frees it, and memory from the global
+  // allocator freed on another thread goes back under the allocating thread's arena lock.
+  auto transfer =
+      std::allocate_shared<prepared_transfer>(op_blocks::allocator<prepared_transfer>(), std::move(prepared));
   const bool sequenced = stream.has_value();
   const CUstream target =
       stream ? *stream : engine.pool[engine.next_pool_stream.fetch_add(1) % engine.pool.size()];
