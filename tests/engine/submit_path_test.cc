@@ -229,13 +229,17 @@ BOOST_AUTO_TEST_CASE(a_lone_small_pinned_poke_given_no_stream_allocates_nothing_
 // allocated would go back under that thread's allocator lock, which it then waits for.
 BOOST_AUTO_TEST_CASE(small_pinned_pokes_joining_a_batch_allocate_nothing_per_copy,
                      *boost::unit_test::precondition(allocations_are_counted)) {
-  detail::engine_core core{engine_options{}};
+  // A window that every copy arrives within, however slowly this build starts them (a sanitizer's):
+  // all but the first copies of a round join one batch.
+  engine_options options;
+  options.batch_window = std::chrono::milliseconds(50);
+  detail::engine_core core{options};
   const double engine = engine_allocations_per_poke(core, std::nullopt, false);
   BOOST_TEST_MESSAGE("heap allocations per batched 4 KiB pinned poke: engine core " << engine);
   BOOST_TEST(core.counts().batched > 0u);
-  // What is left is not per copy: the copies that went alone before a batch opened, a full batch moved
-  // out on the offering thread (one vector per 256 copies). A copy's own allocation would read 1 or more.
-  BOOST_TEST(engine < 0.05);
+  // What is left is not per copy: the two copies of a round that went alone before the batch opened took
+  // the single-op path. An allocation per copy would read 1 or more.
+  BOOST_TEST(engine < 0.1);
   BOOST_TEST(every_byte_arrived());
 }
 
