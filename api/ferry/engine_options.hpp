@@ -117,6 +117,10 @@ struct transfer_options {
   transfer_options(peer_path path) : peer(path) {}           // NOLINT: implicit
 };
 
+// The most copies engine_options::batch_most_copies may allow in one batch: the engine keeps room for a
+// full batch from the start.
+inline constexpr std::size_t batch_most_copies_limit = 65536;
+
 struct engine_options {
   int device = 0;                                      // the engine works in this device's primary context
   std::size_t pool_streams = 4;                        // streams for ops given no stream
@@ -180,7 +184,7 @@ struct engine_options {
   // A zero window turns batching off.
   std::chrono::microseconds batch_window{20};
   std::size_t batch_max_bytes = std::size_t{64} << 10;
-  std::size_t batch_most_copies = 256;
+  std::size_t batch_most_copies = 256;  // at most batch_most_copies_limit
   // How batches move. automatic takes the kernel for batches of at least batch_kernel_min_copies copies,
   // where one launch costs less than the copy engine's per-copy descriptors, and the copy engine for
   // smaller ones. The kernel needs a device that reaches page-locked host memory at its host address

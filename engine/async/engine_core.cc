@@ -50,6 +50,11 @@ void check_batching(const engine_options& options, const driver_table& driver, C
                                          std::to_string(options.batch_window.count()) +
                                          " us; a batch holds at least one copy (a zero window turns batching off)");
   }
+  if (options.batch_most_copies > batch_most_copies_limit) {
+    throw_invalid_argument("engine", "batch_most_copies is " + std::to_string(options.batch_most_copies) +
+                                         "; a batch holds at most " + std::to_string(batch_most_copies_limit) +
+                                         " copies (the engine keeps room for a full batch)");
+  }
   if (path == batch_path::kernel && !kernel_reaches_host_memory(driver, device)) {
     throw_invalid_argument("engine", "batching is kernel, but device " + std::to_string(options.device) +
                                          " cannot reach page-locked host memory at its host address (no unified "

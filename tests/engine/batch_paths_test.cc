@@ -282,6 +282,14 @@ BOOST_AUTO_TEST_CASE(batching_options_that_cannot_work_are_refused_when_the_engi
   options.batch_most_copies = 0;
   ferry::testing::expect_error<std::invalid_argument>([&] { engine refused(io.get_executor(), options); },
                                           {"engine: batch_most_copies is 0 with a batch_window of 10000 us"});
+  // Room for a full batch is made with the engine: a count past the limit is refused before anything is.
+  options.batch_most_copies = std::size_t{1} << 40;
+  ferry::testing::expect_error<std::invalid_argument>(
+      [&] { engine refused(io.get_executor(), options); },
+      {"engine: batch_most_copies is 1099511627776; a batch holds at most 65536 copies"});
+  options.batch_most_copies = batch_most_copies_limit;
+  engine accepted(io.get_executor(), options);
+  BOOST_TEST(accepted.plan_counts().batched == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(batch_paths_have_names) {
