@@ -8,7 +8,9 @@
 // Progress: while only host transports are in flight, the worker waits on UCX's wakeup file descriptor
 // through the executor's reactor (no thread spins); while an operation that touches device memory is in
 // flight (UCX's CUDA transports signal completion through host callbacks), the worker polls UCX from
-// the executor instead. progress_mode::polling makes it poll whenever anything is in flight.
+// the executor instead. progress_mode::polling makes it poll whenever anything is in flight. A handler
+// whose op completes inside that progress runs right after it, on the same thread, when its executor
+// is the io_context's own (as asio::dispatch would run it); others are posted to their executor.
 #pragma once
 
 #include "ferry/detail/require_cxx20.hpp"

@@ -348,7 +348,11 @@ void endpoint_core::finish(request_state& op, ucs_status_t status, std::size_t b
     hold = std::move(found->second);
     pending_.erase(found);
   }
-  op.done_->complete(error, error ? 0 : bytes);
+  if (worker_->collecting()) {
+    worker_->defer(std::move(op.done_), error, error ? 0 : bytes);
+  } else {
+    op.done_->complete(error, error ? 0 : bytes);
+  }
 }
 
 }  // namespace ferry::remote::detail

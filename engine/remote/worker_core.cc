@@ -187,15 +187,68 @@ CUcontext context_of_device_memory(std::uint64_t address) noexcept {
   return owner;
 }
 
-// One turn of the bridge: progress until UCX has nothing more, then either poll again through the
-// executor or arm the wakeup descriptor and wait on it.
+void worker_core::defer(completion_ptr done, boost::system::error_code error, std::size_t bytes) {
+  finished_.push_back({std::move(done), error, bytes});
+}
+
+// One turn of the bridge: progress until UCX has nothing more, run the handlers of what completed
+// (here, rather than posted behind the io_context's reactor: a request/response loop's next request goes
+// out that much sooner), then either poll again through the executor or arm the wakeup descriptor and
+// wait on it.
 void worker_core::pass() {
-  std::unique_lock guard(lock_);
-  pass_posted_ = false;
-  if (stopped_) return;
-  const cuda_context_scope in_device_context(cuda_context());
-  while (ucp_worker_progress(worker_) != 0) {
+  std::vector<finished_op> finished;
+  {
+    std::unique_lock guard(lock_);
+    pass_posted_ = false;
+    if (stopped_) return;
+    {
+      // UCX's CUDA transports call the driver in their progress only for transfers in flight.
+      const cuda_context_scope in_device_context(device_in_flight_ > 0 ? cuda_context() : nullptr);
+      collecting_ = true;
+      while (ucp_worker_progress(worker_) != 0) {
+      }
+      collecting_ = false;
+    }
+    if (finished_.empty()) {
+      continue_after_progress(guard);
+      return;
+    }
+    finished.swap(finished_);
   }
+  try {
+    deliver(finished);
+  } catch (...) {
+    // As a posted handler's exception would: it leaves the io_context's run(), and the worker goes on.
+    kick();
+    throw;
+  }
+  std::unique_lock guard(lock_);
+  finished.clear();
+  if (finished_.empty() && finished_.capacity() < finished.capacity()) finished_.swap(finished);  // reused
+  if (stopped_ || pass_posted_) return;  // a handler started an op: a pass is posted already
+  // One more pass before the wakeup descriptor is armed: the handlers' executors may start the next ops
+  // (a coroutine resumed through a post, a handler bound to a strand), and a request/response loop
+  // then never pays for arming (three system calls) and the reactor's look at the descriptor.
+  pass_posted_ = true;
+  boost::asio::post(executor_, [self = shared_from_this()] { self->pass(); });
+}
+
+void worker_core::deliver(std::vector<finished_op>& finished) {
+  std::size_t next = 0;
+  try {
+    for (; next < finished.size(); ++next) {
+      completion_ptr done = std::move(finished[next].done);
+      done->complete_here(finished[next].error, finished[next].bytes);
+    }
+  } catch (...) {
+    for (++next; next < finished.size(); ++next) {
+      finished[next].done->complete(finished[next].error, finished[next].bytes);
+    }
+    throw;
+  }
+}
+
+void worker_core::continue_after_progress(std::unique_lock<std::mutex>& guard) {
   bool poll = options_.progress == progress_mode::polling ? in_flight_ > 0 : device_in_flight_ > 0;
   if (!poll && !waiting_) {
     ucs_status_t status = ucp_worker_arm(worker_);

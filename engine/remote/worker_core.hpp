@@ -78,12 +78,29 @@ class worker_core : public std::enable_shared_from_this<worker_core> {
   // Makes sure a progress pass runs soon (after an op was started or cancelled from outside a pass).
   void kick();
 
+  // Whether a pass is inside UCX's progress (under the lock): an op that completes there is handed to
+  // the pass with defer(), which runs its handler once the lock is released (completion::complete_here).
+  bool collecting() const noexcept { return collecting_; }
+  void defer(completion_ptr done, boost::system::error_code error, std::size_t bytes);
+
   void add_endpoint(const std::shared_ptr<endpoint_core>& endpoint);
   boost::asio::ip::tcp::acceptor* acceptor() noexcept { return acceptor_ ? &*acceptor_ : nullptr; }
   unsigned short listen(std::string_view address, unsigned short port);
 
  private:
+  // An op completed inside a pass's progress, its handler not yet run.
+  struct finished_op {
+    completion_ptr done;
+    boost::system::error_code error;
+    std::size_t bytes = 0;
+  };
+
   void pass();
+  // After a pass's progress (under the lock): polls again through the executor, or arms the wakeup
+  // descriptor and waits on it (which releases the lock).
+  void continue_after_progress(std::unique_lock<std::mutex>& guard);
+  // Runs the handlers of `finished` in order (the lock released); if one throws, the rest are posted.
+  static void deliver(std::vector<finished_op>& finished);
   void wait_for_events();
 
   boost::asio::any_io_executor executor_;
@@ -100,6 +117,8 @@ class worker_core : public std::enable_shared_from_this<worker_core> {
   std::size_t device_in_flight_ = 0;
   std::atomic<CUcontext> cuda_context_{nullptr};
   bool pass_posted_ = false;
+  bool collecting_ = false;
+  std::vector<finished_op> finished_;  // defer()'s, delivered by the pass
   bool waiting_ = false;
   bool stopped_ = false;
 };

@@ -1,14 +1,17 @@
 // ferry::remote between two processes: put, get and messages (up to 1 MiB) with every kind of completion
 // token, and 1,000 random transfers checked byte for byte against a model of the peer's memory (and 300 more with
-// both workers polling), and puts initiated together each checked in place as it completes.
+// both workers polling), and puts initiated together each checked in place as it completes; a handler that
+// throws leaves run() and the others still run.
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/experimental/parallel_group.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/use_future.hpp>
 #include <boost/test/unit_test.hpp>
 
@@ -252,6 +255,59 @@ BOOST_AUTO_TEST_CASE(puts_initiated_together_each_complete_once_their_bytes_are_
       pair.endpoint.async_put(std::span<const std::byte>(sent[i]), window, check_in_place);
     }
     run_until(pair.io, [&] { return checked == count; });
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_handler_that_throws_leaves_run_and_every_other_handler_still_runs_once) {
+  // Puts initiated together complete together (one flush), and the worker's progress pass runs their
+  // handlers one after another: the exception of one leaves io_context::run as a posted handler's
+  // would, and every other handler still runs, once; those bound to a strand run in the strand.
+  for (auto progress : {ferry::remote::progress_mode::events, ferry::remote::progress_mode::polling}) {
+    connected_peer pair(19, peer_bytes, ferry::remote::memory_kind::host, progress);
+    auto strand = asio::make_strand(pair.io);
+    constexpr std::size_t count = 16, size = 4096;
+    std::vector<std::byte> sent = random_bytes(count * size, 1901);
+    std::size_t completed = 0, in_strand = 0, thrown = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      const auto bytes = std::span<const std::byte>(sent).subspan(i * size, size);
+      const auto window = pair.memory.window(i * size, size);
+      auto counted = [&, i](error_code error, std::size_t moved) {
+        BOOST_REQUIRE_MESSAGE(!error, "put " << i << ": " << error.message());
+        BOOST_REQUIRE_EQUAL(moved, size);
+        ++completed;
+        if (i == 0) throw std::runtime_error("the first put's handler throws");
+      };
+      if (i % 2 == 1) {
+        auto in_the_strand = [&, counted](error_code error, std::size_t moved) {
+          if (strand.running_in_this_thread()) ++in_strand;
+          counted(error, moved);
+        };
+        pair.endpoint.async_put(bytes, window, asio::bind_executor(strand, in_the_strand));
+      } else {
+        pair.endpoint.async_put(bytes, window, counted);
+      }
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (completed < count && std::chrono::steady_clock::now() < deadline) {
+      try {
+        pair.io.run_one_for(std::chrono::milliseconds(10));
+      } catch (const std::runtime_error& error) {
+        BOOST_TEST(std::string(error.what()) == "the first put's handler throws");
+        ++thrown;
+      }
+    }
+    BOOST_TEST(completed == count);
+    BOOST_TEST(thrown == 1u);
+    BOOST_TEST(in_strand == count / 2);
+    std::vector<std::byte> back(count * size);
+    bool read = false;
+    pair.endpoint.async_get(std::span(back), pair.memory.window(0, count * size), [&](error_code error, std::size_t) {
+      BOOST_REQUIRE_MESSAGE(!error, "get: " << error.message());
+      read = true;
+    });
+    run_until(pair.io, [&] { return read; });
+    check_same(back, sent, "the puts' windows");
+    check_echo(pair, 1902);
   }
 }
 

@@ -84,6 +84,26 @@ class handler_completion final : public completion, public pending_handlers::ent
     no_longer_owed();
   }
 
+  void complete_here(boost::system::error_code error, std::size_t bytes) override {
+    if (!runs_freely_on_this_thread(executor_)) {
+      complete(error, bytes);
+      return;
+    }
+    std::optional<bound_handler> run;
+    {
+      std::lock_guard lock(registry_->mutex);
+      // Gone from the registry: the context shut down and destroyed the handler already.
+      if (!registry_->unlink(this)) return;
+      run.emplace(
+          bound_handler{owner_.lock(), std::move(*handler_), std::move(*work_), std::move(deliver_), error, bytes});
+      handler_.reset();
+      work_.reset();
+      io_work_.reset();
+    }
+    no_longer_owed();
+    (*run)();
+  }
+
   void prefetch() const noexcept override {
     prefetch_for_write(this, sizeof(*this));
     prefetch_for_write(&registry_->mutex, 64);

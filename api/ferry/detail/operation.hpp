@@ -18,6 +18,12 @@ class completion {
  public:
   virtual ~completion() = default;
   virtual void complete(boost::system::error_code error, std::size_t bytes) = 0;
+  // complete() from inside a handler of an io_context that is running on the calling thread (never from
+  // an initiating function, nor under a lock the handler may want): a handler whose executor is that
+  // io_context's own runs here and now, as asio::dispatch would run it, instead of taking a trip through
+  // the io_context's queue (behind its reactor's next turn). Other handlers are posted as complete()
+  // posts them.
+  virtual void complete_here(boost::system::error_code error, std::size_t bytes) { complete(error, bytes); }
   // Brings what complete() will touch into the calling thread's cache (see operation::prefetch).
   virtual void prefetch() const noexcept {}
 };

@@ -178,19 +178,35 @@ struct tracked_work<Executor, std::enable_if_t<boost::asio::execution::is_execut
   }
 };
 
-// Whether handlers of `executor` may run on any thread of its io_context, in any handler there (no strand).
-template <class Executor>
-bool runs_freely_on_io_context(const Executor& executor) {
+// `test` applied to the io_context executor that `executor` is (plain or work-tracking, directly or
+// type-erased); false for any other executor (a strand, a thread pool's).
+template <class Executor, class Test>
+bool test_io_context_executor(const Executor& executor, Test test) {
   using plain = boost::asio::io_context::executor_type;
   using tracked = std::decay_t<decltype(boost::asio::prefer(std::declval<plain>(),
                                                             boost::asio::execution::outstanding_work.tracked))>;
   if constexpr (std::is_same_v<Executor, plain> || std::is_same_v<Executor, tracked>) {
-    return true;
+    return test(executor);
   } else if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>) {
-    return executor.template target<plain>() != nullptr || executor.template target<tracked>() != nullptr;
+    if (const auto* io = executor.template target<plain>()) return test(*io);
+    if (const auto* io = executor.template target<tracked>()) return test(*io);
+    return false;
   } else {
     return false;
   }
+}
+
+// Whether handlers of `executor` may run on any thread of its io_context, in any handler there (no strand).
+template <class Executor>
+bool runs_freely_on_io_context(const Executor& executor) {
+  return test_io_context_executor(executor, [](const auto&) { return true; });
+}
+
+// Whether `executor` is an io_context's own (no strand) and the calling thread is running that io_context:
+// a handler of it may run here at once.
+template <class Executor>
+bool runs_freely_on_this_thread(const Executor& executor) {
+  return test_io_context_executor(executor, [](const auto& io) { return io.running_in_this_thread(); });
 }
 
 // Whether `executor` runs handlers on an io_context's threads (directly, type-erased, or through a strand).
