@@ -1,6 +1,7 @@
 // The engine's completion path against the raw driver, same process: a co_awaited 4 KiB poke from
 // initiation to coroutine resumption (per completion policy, with the poller writing the completion
-// flags, and given no stream to the resident copier), the poller's CPU use over an idle second, the
+// flags, and given no stream to the resident copier), the same poke waited on through use_future by a
+// thread that runs no io_context, the poller's CPU use over an idle second, the
 // initiating call's cost (both ways of writing the flags), and 1024 concurrent 4 KiB copies (pokes by
 // each batch path, and peeks), with where their time went on the io thread (printed, not reported).
 #include <boost/asio/co_spawn.hpp>
@@ -27,6 +28,7 @@
 
 #include "bench/harness/comparison.hpp"
 #include "bench/harness/driver_check.hpp"
+#include "bench/harness/io_thread.hpp"
 #include "bench/harness/program.hpp"
 #include "bench/harness/statistics.hpp"
 #include "engine/driver/driver_table.hpp"
@@ -116,7 +118,7 @@ std::vector<double> raw_round_trips(setup& s, completion_policy policy, CUstream
   return samples;
 }
 
-std::vector<double> ferry_round_trips(setup& s, engine& gpu, asio::io_context& io, transfer_options on) {
+std::vector<double> ferry_coroutine_round_trips(setup& s, engine& gpu, asio::io_context& io, transfer_options on) {
   std::vector<double> samples;
   asio::co_spawn(io, [&]() -> asio::awaitable<void> {
     for (int i = 0; i < latency_samples; ++i) {
@@ -131,8 +133,24 @@ std::vector<double> ferry_round_trips(setup& s, engine& gpu, asio::io_context& i
   return samples;
 }
 
-// One configuration of the round trip: the completion policy, the io thread's spin before it parks, and
-// who writes the completion flag.
+// The same round trip from a thread that runs no io_context and waits on a std::future (the engine's
+// io_context runs on a thread of its own meanwhile, as a service's would).
+std::vector<double> ferry_future_round_trips(setup& s, engine& gpu, asio::io_context& io, transfer_options on) {
+  std::vector<double> samples;
+  io.restart();
+  const bench::io_thread runs_io(io);
+  for (int i = 0; i < latency_samples; ++i) {
+    const auto start = clock_type::now();
+    gpu.poke(pinned_span(host_ptr<const std::uint8_t>(s.source.get()), small_bytes), s.destination.get(), on,
+             asio::use_future)
+        .get();
+    samples.push_back(std::chrono::duration<double>(clock_type::now() - start).count());
+  }
+  return samples;
+}
+
+// One configuration of the round trip: the completion policy, the io thread's spin before it parks, who
+// writes the completion flag, and who waits.
 struct configuration {
   std::string suffix;
   completion_policy policy;
@@ -140,6 +158,7 @@ struct configuration {
   completion_mark marks = completion_mark::by_submitter;
   // engine_options::resident_copies, with the pokes given no stream (the resident copier takes only those).
   bool resident = false;
+  bool waits_on_future = false;  // ferry_future_round_trips instead of a coroutine
 };
 
 // The round trip's p50 and p99, ferry's beside raw's, from blocks of samples after a warm-up of both
@@ -154,6 +173,7 @@ std::vector<bench::result> round_trip_rows(setup& s, const configuration& config
   engine gpu{io.get_executor(), engine_settings};
   stream own_stream = stream::create();
   const transfer_options ferry_stream = config.resident ? transfer_options{} : transfer_options{own_stream};
+  const auto ferry_round_trips = config.waits_on_future ? ferry_future_round_trips : ferry_coroutine_round_trips;
   ferry_round_trips(s, gpu, io, ferry_stream);
   raw_round_trips(s, config.policy, s.raw_stream.get());
   std::vector<double> ferry_samples, raw_samples;
@@ -173,7 +193,10 @@ std::vector<bench::result> round_trip_rows(setup& s, const configuration& config
                        percentile(raw_samples, p), static_cast<int>(ferry_samples.size()), 1, ""});
   }
   // The poller's idle cost depends on neither the io thread nor who writes the marks.
-  if (config.suffix == "_parked_io" || config.marks != completion_mark::by_submitter || config.resident) return results;
+  if (config.suffix == "_parked_io" || config.marks != completion_mark::by_submitter || config.resident ||
+      config.waits_on_future) {
+    return results;
+  }
 
   // Idle cost: the poller's CPU time over one second with nothing pending. The raw driver has no poller,
   // so both columns hold ferry's figure (ratio 1); the target is the figure itself (< 2% for poll).
@@ -188,8 +211,9 @@ std::vector<bench::result> round_trip_rows(setup& s, const configuration& config
 
 // Per policy, and for poll once more with the io thread left to park between round trips
 // (executor_spin = 0: each completion then pays the wake-up of a parked thread), once more with the
-// poller writing the completion flags, and once more with the pokes given no stream to the resident
-// copier (the raw side's copy is on a stream of its own either way).
+// poller writing the completion flags, once more with the pokes given no stream to the resident copier
+// (the raw side's copy is on a stream of its own either way), and once more waited on through use_future
+// (the raw side spins on its event, as for poll).
 std::vector<bench::result> round_trips(setup& s) {
   const std::optional<std::chrono::microseconds> default_spin;
   std::vector<bench::result> results;
@@ -199,6 +223,8 @@ std::vector<bench::result> round_trips(setup& s) {
                                                     completion_mark::by_poller},
                                       configuration{"_resident", completion_policy::poll, default_spin,
                                                     completion_mark::by_submitter, true},
+                                      configuration{"_use_future", completion_policy::poll, default_spin,
+                                                    completion_mark::by_submitter, false, true},
                                       configuration{"_host_callback", completion_policy::host_callback, default_spin},
                                       configuration{"_blocking_sync", completion_policy::blocking_sync, default_spin}}) {
     const std::vector<bench::result> rows = round_trip_rows(s, config);

@@ -74,6 +74,8 @@ ENGINE_LABELS = {
     "roundtrip_4KiB_blocking_sync_p99": "round trip, blocking_sync policy, 99th percentile",
     "roundtrip_4KiB_resident_p50": "round trip, given no stream, resident copier on, median",
     "roundtrip_4KiB_resident_p99": "round trip, given no stream, resident copier on, 99th percentile",
+    "roundtrip_4KiB_use_future_p50": "round trip, a thread waiting on use_future's future, median",
+    "roundtrip_4KiB_use_future_p99": "round trip, a thread waiting on use_future's future, 99th percentile",
     "poller_idle_cpu_poll": "poller CPU over an idle second, poll",
     "poller_idle_cpu_host_callback": "poller CPU over an idle second, host_callback",
     "poller_idle_cpu_blocking_sync": "poller CPU over an idle second, blocking_sync",

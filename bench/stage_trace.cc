@@ -6,9 +6,11 @@
 // on the H200's host), so the traced round trip is a little longer than bench/engine_latency's.
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/system_executor.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/system_error.hpp>
 
@@ -127,10 +129,12 @@ std::vector<std::vector<double>> traced_round_trips(engine& gpu, asio::io_contex
 
 // The way of bench/transfer_bandwidth's size sweep: the poke is made on this thread, given no stream;
 // its handler runs on the engine's io_context, run by another thread, and raises a flag this thread
-// spins on ("coroutine resumed" is then this thread seeing the flag).
+// spins on ("coroutine resumed" is then this thread seeing the flag). With `in_place`, the handler is
+// bound to asio::system_executor and runs on the engine's thread that completes the op instead.
 std::vector<std::vector<double>> traced_round_trips_from_another_thread(engine& gpu, asio::io_context& io,
                                                                        const std::uint8_t* source,
-                                                                       CUdeviceptr destination, std::size_t bytes) {
+                                                                       CUdeviceptr destination, std::size_t bytes,
+                                                                       bool in_place) {
   auto keep_running = asio::make_work_guard(io);
   std::thread io_thread([&] { io.run(); });
   std::vector<std::vector<double>> reached(stage_count);
@@ -140,11 +144,19 @@ std::vector<std::vector<double>> traced_round_trips_from_another_thread(engine& 
     for (auto& at : detail::stage_trace::reached) at.store(0);
     const auto start = clock_type::now().time_since_epoch().count();
     std::atomic<bool> done{false};
-    gpu.poke(pinned_span(host_ptr<const std::uint8_t>(source), bytes), device_ptr<std::uint8_t>(destination),
-             [&](boost::system::error_code error, std::size_t) {
-               failure = error;
-               done.store(true, std::memory_order_release);
-             });
+    auto raise_flag = [&](boost::system::error_code error, std::size_t) {
+      failure = error;
+      done.store(true, std::memory_order_release);
+    };
+    const auto poke = [&](auto handler) {
+      gpu.poke(pinned_span(host_ptr<const std::uint8_t>(source), bytes), device_ptr<std::uint8_t>(destination),
+               std::move(handler));
+    };
+    if (in_place) {
+      poke(asio::bind_executor(asio::system_executor(), raise_flag));
+    } else {
+      poke(raise_flag);
+    }
     while (!done.load(std::memory_order_acquire)) {
     }
     detail::stage_trace::mark(stage::resumed);
@@ -236,13 +248,17 @@ int main(int argc, char** argv) try {
     print_table(own_stream ? "co_await poke, on a stream of its own" : "co_await poke, on a pool stream", reached,
                 raw_us, raw_synchronized_us);
   }
-  {
+  for (bool in_place : {false, true}) {
     asio::io_context io(1);
     engine gpu{io.get_executor(), options};
     bench::check(raw.cuMemsetD8(destination.get().get(), 0xA5, bytes), "cuMemsetD8");
-    const auto reached = traced_round_trips_from_another_thread(gpu, io, source.data(), destination.get().get(), bytes);
+    const auto reached =
+        traced_round_trips_from_another_thread(gpu, io, source.data(), destination.get().get(), bytes, in_place);
     expect_poked_bytes();
-    print_table("poke from another thread, callback on the io thread raising a flag, pool stream (the size sweep's way)",
+    print_table(in_place ? "poke from another thread, callback bound to system_executor (run in place) raising a "
+                           "flag, pool stream"
+                         : "poke from another thread, callback on the io thread raising a flag, pool stream (the "
+                           "size sweep's way)",
                 reached, raw_us, raw_synchronized_us);
   }
   return 0;

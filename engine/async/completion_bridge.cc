@@ -1,5 +1,6 @@
 #include "engine/async/completion_bridge.hpp"
 
+#include "ferry/detail/operation.hpp"
 #include "ferry/detail/spin_pause.hpp"
 #include "ferry/detail/stage_trace.hpp"
 #include "ferry/error.hpp"
@@ -414,6 +415,9 @@ void completion_bridge::mark_failed_fronts() {
 
 void completion_bridge::run() {
   driver_.cuCtxSetCurrent(context_);
+  // No op's initiating call runs on this thread, except one that a handler run here starts (which holds
+  // an in_place_completions(false) meanwhile).
+  const in_place_completions delivering(true);
   // Linux lets a sleep overrun by up to 50 us (timer slack); the backoff sleeps are meant to be short.
   ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   auto last_failure_check = std::chrono::steady_clock::now();

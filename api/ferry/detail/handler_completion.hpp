@@ -1,13 +1,16 @@
 // The bridge from ferry's operations back to Asio: a handler, held until the op completes, then posted
 // to its associated executor (never run inside the initiating call), exactly once, with outstanding work
-// tracked on the handler's executor and the engine's meanwhile. If the handler's execution context
-// shuts down first (its io_context destroyed with ops in flight), the handler is destroyed there, as
-// Asio destroys its own pending handlers, and the completion that arrives later is dropped.
+// tracked on the handler's executor and the engine's meanwhile. Where Asio's dispatch would run it in
+// place, on the thread that completes the op, it runs there (in_place_completions, complete_here). If
+// the handler's execution context shuts down first (its io_context destroyed with ops in flight), the
+// handler is destroyed there, as Asio destroys its own pending handlers, and the completion that
+// arrives later is dropped.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/bind_allocator.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 
 #include <atomic>
@@ -44,6 +47,7 @@ class handler_completion final : public completion, public pending_handlers::ent
   handler_completion(Handler handler, const boost::asio::any_io_executor& io_executor, Deliver deliver,
                      std::chrono::microseconds spin)
       : executor_(boost::asio::get_associated_executor(handler, io_executor)),
+        runs_in_place_(runs_in_place_anywhere(executor_)),
         registry_(registry_of(context_of(executor_))),
         handler_(std::move(handler)),
         work_(tracked_work<executor_type>::start(executor_)),
@@ -78,6 +82,10 @@ class handler_completion final : public completion, public pending_handlers::ent
 
   void complete(boost::system::error_code error, std::size_t bytes) override {
     stage_trace::mark(stage_trace::stage::completion_begins);
+    if (runs_in_place_ && in_place_completions::allowed()) {
+      run_here(error, bytes);
+      return;
+    }
     post_handler(error, bytes);
     registry_->posted.fetch_add(1, std::memory_order_release);
     // After the post: the kept-awake thread is still running when the handler reaches its queue.
@@ -85,23 +93,11 @@ class handler_completion final : public completion, public pending_handlers::ent
   }
 
   void complete_here(boost::system::error_code error, std::size_t bytes) override {
-    if (!runs_freely_on_this_thread(executor_)) {
+    if (runs_in_place_ || runs_freely_on_this_thread(executor_)) {
+      run_here(error, bytes);
+    } else {
       complete(error, bytes);
-      return;
     }
-    std::optional<bound_handler> run;
-    {
-      std::lock_guard lock(registry_->mutex);
-      // Gone from the registry: the context shut down and destroyed the handler already.
-      if (!registry_->unlink(this)) return;
-      run.emplace(
-          bound_handler{owner_.lock(), std::move(*handler_), std::move(*work_), std::move(deliver_), error, bytes});
-      handler_.reset();
-      work_.reset();
-      io_work_.reset();
-    }
-    no_longer_owed();
-    (*run)();
   }
 
   void prefetch() const noexcept override {
@@ -126,16 +122,32 @@ class handler_completion final : public completion, public pending_handlers::ent
  private:
   void post_handler(boost::system::error_code error, std::size_t bytes) {
     std::lock_guard lock(registry_->mutex);
-    // Gone from the registry: the context shut down and destroyed the handler already.
-    if (!registry_->unlink(this)) return;
-    bound_handler run{owner_.lock(), std::move(*handler_), std::move(*work_), std::move(deliver_), error, bytes};
-    handler_.reset();
-    work_.reset();
-    hand_over(std::move(run));
+    std::optional<bound_handler> run = take_handler(error, bytes);
+    if (!run) return;
+    hand_over(std::move(*run));
     // The I/O executor's work ends once the handler is handed to its own executor, as Asio's operations
     // release theirs: not after the handler has run, since by then its owner may have destroyed that
     // io_context (a handler that wakes a thread which tears down the engine and its io_context).
     io_work_.reset();
+  }
+
+  // The handler run on this thread, outside the registry's lock (the handler may start ops, which take
+  // it): an io_context's own handler from inside that io_context's run (see complete_here) as it is, any
+  // other through asio::dispatch, which runs it in place with the executor's own rules (use_future's
+  // stores an exception in the future; system_executor's ends the process, as Asio does for it).
+  void run_here(boost::system::error_code error, std::size_t bytes) {
+    std::unique_lock lock(registry_->mutex);
+    std::optional<bound_handler> run = take_handler(error, bytes);
+    if (!run) return;
+    io_work_.reset();
+    lock.unlock();
+    no_longer_owed();
+    const in_place_completions nested(false);
+    if (runs_in_place_) {
+      boost::asio::dispatch(executor_, std::move(*run));
+    } else {
+      (*run)();
+    }
   }
 
   // The handler with its result, as it is posted or handed to a keep_awake turn.
@@ -159,6 +171,17 @@ class handler_completion final : public completion, public pending_handlers::ent
       deliver(std::move(running), error, bytes);
     }
   };
+
+  // Under the registry's lock: the handler with its result, taken out of this completion; none when the
+  // handler is gone from the registry (its context shut down and destroyed it already).
+  std::optional<bound_handler> take_handler(boost::system::error_code error, std::size_t bytes) {
+    if (!registry_->unlink(this)) return std::nullopt;
+    std::optional<bound_handler> run(
+        bound_handler{owner_.lock(), std::move(*handler_), std::move(*work_), std::move(deliver_), error, bytes});
+    handler_.reset();
+    work_.reset();
+    return run;
+  }
 
   // Posting under the registry's lock: a shutdown waits for this post to finish, and the scheduler,
   // shut down after this service, then destroys the posted handler if it never runs. The executor's
@@ -216,6 +239,7 @@ class handler_completion final : public completion, public pending_handlers::ent
   }
 
   executor_type executor_;
+  bool runs_in_place_;  // asio::dispatch would run the handler on any thread (runs_in_place_anywhere)
   std::shared_ptr<pending_handlers::registry> registry_;
   std::weak_ptr<operation> owner_;
   std::optional<Handler> handler_;

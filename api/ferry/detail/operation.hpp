@@ -20,12 +20,32 @@ class completion {
   virtual void complete(boost::system::error_code error, std::size_t bytes) = 0;
   // complete() from inside a handler of an io_context that is running on the calling thread (never from
   // an initiating function, nor under a lock the handler may want): a handler whose executor is that
-  // io_context's own runs here and now, as asio::dispatch would run it, instead of taking a trip through
-  // the io_context's queue (behind its reactor's next turn). Other handlers are posted as complete()
-  // posts them.
+  // io_context's own, or one that runs work in place on any thread, runs here and now, as asio::dispatch
+  // would run it, instead of taking a trip through the io_context's queue (behind its reactor's next
+  // turn). Other handlers are posted as complete() posts them.
   virtual void complete_here(boost::system::error_code error, std::size_t bytes) { complete(error, bytes); }
   // Brings what complete() will touch into the calling thread's cache (see operation::prefetch).
   virtual void prefetch() const noexcept {}
+};
+
+// Marks, for its scope, whether the calling thread delivers completions outside any initiating function:
+// the completion bridge does (true), once the GPU is done, and there a handler whose executor runs work in
+// place on any thread (runs_in_place_anywhere: system_executor, use_future's) runs there and then, as
+// asio::dispatch would run it, instead of being posted to a thread of Asio's system pool. A handler run so
+// holds one saying false: an op it starts that completes at once is then posted, never run inside its
+// initiating call.
+class in_place_completions {
+ public:
+  explicit in_place_completions(bool allowed) noexcept : was_(allowed_) { allowed_ = allowed; }
+  in_place_completions(const in_place_completions&) = delete;
+  in_place_completions& operator=(const in_place_completions&) = delete;
+  ~in_place_completions() { allowed_ = was_; }
+
+  static bool allowed() noexcept { return allowed_; }
+
+ private:
+  static inline thread_local bool allowed_ = false;
+  bool was_;
 };
 
 // Asks the cache for the lines of [object, object + bytes), for writing.

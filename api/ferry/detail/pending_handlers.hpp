@@ -13,6 +13,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/prefer.hpp>
 #include <boost/asio/query.hpp>
+#include <boost/asio/system_executor.hpp>
+#include <boost/asio/use_future.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -210,14 +212,37 @@ bool runs_freely_on_this_thread(const Executor& executor) {
 }
 
 // Whether `executor` runs handlers on an io_context's threads (directly, type-erased, or through a strand).
-// Only those are kept awake: other executors (a thread pool, use_future's, which runs work in place)
-// have no parked thread to spare a wake-up, or would run the task inline.
+// Only those are kept awake: other executors have no thread of the caller's to spare a wake-up (a thread
+// pool's), or have their handlers run in place by the thread that completes the op (runs_in_place_anywhere).
 template <class Executor>
 bool runs_on_io_context(const Executor& executor) {
   if constexpr (requires { executor.get_inner_executor(); }) {
     return runs_on_io_context(executor.get_inner_executor());  // a strand
   } else {
     return runs_freely_on_io_context(executor);
+  }
+}
+
+// The executor types of Asio's system context: system_executor with any properties, and use_future's.
+template <class Executor>
+struct is_system_context_executor : std::false_type {};
+template <class Blocking, class Relationship, class Allocator>
+struct is_system_context_executor<boost::asio::basic_system_executor<Blocking, Relationship, Allocator>>
+    : std::true_type {};
+template <class T, class Blocking>
+struct is_system_context_executor<boost::asio::detail::promise_executor<T, Blocking>> : std::true_type {};
+
+// Whether asio::dispatch runs work given to `executor` in place on whatever thread calls it: an executor of
+// Asio's system context (system_executor, directly or type-erased; use_future's, which hands its work to
+// the system context), which has no thread of its own to prefer.
+template <class Executor>
+bool runs_in_place_anywhere(const Executor& executor) {
+  if constexpr (is_system_context_executor<Executor>::value) {
+    return true;
+  } else if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>) {
+    return executor.template target<boost::asio::system_executor>() != nullptr;
+  } else {
+    return false;
   }
 }
 
