@@ -105,12 +105,13 @@ BOOST_AUTO_TEST_CASE(a_handler_bound_to_the_system_executor_runs_in_place_and_ma
   auto device = gpu.allocate<std::uint32_t>(count * links);
   system_pool_held busy;
   // Each handler starts the next poke from the thread it runs on; the last one raises the flag.
+  // Boost.Test's checks are for the test's thread: the handlers, on the engine's, count what they see.
   std::promise<void> chain_done;
-  std::atomic<int> handlers_run{0};
+  std::atomic<int> handlers_run{0}, failed{0};
   std::function<void(int)> poke_link = [&](int link) {
     gpu.poke(std::span<const std::uint32_t>(values[link]), device.get() + link * count,
              asio::bind_executor(asio::system_executor(), [&, link](boost::system::error_code error, std::size_t) {
-               BOOST_TEST(!error);
+               if (error) ++failed;
                ++handlers_run;
                if (link + 1 < links) {
                  poke_link(link + 1);
@@ -125,6 +126,7 @@ BOOST_AUTO_TEST_CASE(a_handler_bound_to_the_system_executor_runs_in_place_and_ma
   busy.release();  // a failed check above still lets the chain end before the test does
   done.get();
   BOOST_TEST(handlers_run.load() == links);
+  BOOST_TEST(failed.load() == 0);
   for (int i = 0; i < links; ++i) {
     std::vector<std::uint32_t> back =
         gpu.peek(device_ptr<const std::uint32_t>(device.get() + i * count), count, asio::use_future).get();
