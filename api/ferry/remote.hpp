@@ -10,7 +10,8 @@
 // flight (UCX's CUDA transports signal completion through host callbacks), the worker polls UCX from
 // the executor instead. progress_mode::polling makes it poll whenever anything is in flight. A handler
 // whose op completes inside that progress runs right after it, on the same thread, when its executor
-// is the io_context's own (as asio::dispatch would run it); others are posted to their executor.
+// is the io_context's own or one of Asio's system context (as asio::dispatch would run it); others are
+// posted to their executor.
 #pragma once
 
 #include "ferry/detail/require_cxx20.hpp"

@@ -236,11 +236,13 @@ void worker_core::pass() {
 void worker_core::deliver(std::vector<finished_op>& finished) {
   std::size_t next = 0;
   try {
+    const ferry::detail::in_place_completions delivering(true);
     for (; next < finished.size(); ++next) {
       completion_ptr done = std::move(finished[next].done);
-      done->complete_here(finished[next].error, finished[next].bytes);
+      done->complete(finished[next].error, finished[next].bytes);
     }
   } catch (...) {
+    // Left the marked scope: the other handlers are posted.
     for (++next; next < finished.size(); ++next) {
       finished[next].done->complete(finished[next].error, finished[next].bytes);
     }

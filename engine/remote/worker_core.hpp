@@ -79,7 +79,7 @@ class worker_core : public std::enable_shared_from_this<worker_core> {
   void kick();
 
   // Whether a pass is inside UCX's progress (under the lock): an op that completes there is handed to
-  // the pass with defer(), which runs its handler once the lock is released (completion::complete_here).
+  // the pass with defer(), which completes it once the lock is released (under in_place_completions).
   bool collecting() const noexcept { return collecting_; }
   void defer(completion_ptr done, boost::system::error_code error, std::size_t bytes);
 
@@ -99,7 +99,8 @@ class worker_core : public std::enable_shared_from_this<worker_core> {
   // After a pass's progress (under the lock): polls again through the executor, or arms the wakeup
   // descriptor and waits on it (which releases the lock).
   void continue_after_progress(std::unique_lock<std::mutex>& guard);
-  // Runs the handlers of `finished` in order (the lock released); if one throws, the rest are posted.
+  // Completes `finished` in order (the lock released), handlers run here where in_place_completions lets
+  // them; if one throws, the rest are posted.
   static void deliver(std::vector<finished_op>& finished);
   void wait_for_events();
 

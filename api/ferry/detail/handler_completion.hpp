@@ -1,7 +1,7 @@
 // The bridge from ferry's operations back to Asio: a handler, held until the op completes, then posted
 // to its associated executor (never run inside the initiating call), exactly once, with outstanding work
 // tracked on the handler's executor and the engine's meanwhile. Where Asio's dispatch would run it in
-// place, on the thread that completes the op, it runs there (in_place_completions, complete_here). If
+// place, on the thread that completes the op, it runs there (in_place_completions). If
 // the handler's execution context shuts down first (its io_context destroyed with ops in flight), the
 // handler is destroyed there, as Asio destroys its own pending handlers, and the completion that
 // arrives later is dropped.
@@ -82,7 +82,7 @@ class handler_completion final : public completion, public pending_handlers::ent
 
   void complete(boost::system::error_code error, std::size_t bytes) override {
     stage_trace::mark(stage_trace::stage::completion_begins);
-    if (runs_in_place_ && in_place_completions::allowed()) {
+    if (in_place_completions::allowed() && (runs_in_place_ || runs_freely_on_this_thread(executor_))) {
       run_here(error, bytes);
       return;
     }
@@ -90,14 +90,6 @@ class handler_completion final : public completion, public pending_handlers::ent
     registry_->posted.fetch_add(1, std::memory_order_release);
     // After the post: the kept-awake thread is still running when the handler reaches its queue.
     no_longer_owed();
-  }
-
-  void complete_here(boost::system::error_code error, std::size_t bytes) override {
-    if (runs_in_place_ || runs_freely_on_this_thread(executor_)) {
-      run_here(error, bytes);
-    } else {
-      complete(error, bytes);
-    }
   }
 
   void prefetch() const noexcept override {
@@ -132,9 +124,9 @@ class handler_completion final : public completion, public pending_handlers::ent
   }
 
   // The handler run on this thread, outside the registry's lock (the handler may start ops, which take
-  // it): an io_context's own handler from inside that io_context's run (see complete_here) as it is, any
-  // other through asio::dispatch, which runs it in place with the executor's own rules (use_future's
-  // stores an exception in the future; system_executor's ends the process, as Asio does for it).
+  // it): an io_context's own handler from inside that io_context's run as it is, any other through
+  // asio::dispatch, which runs it in place with the executor's own rules (use_future's stores an
+  // exception in the future; system_executor's ends the process, as Asio does for it).
   void run_here(boost::system::error_code error, std::size_t bytes) {
     std::unique_lock lock(registry_->mutex);
     std::optional<bound_handler> run = take_handler(error, bytes);

@@ -18,22 +18,18 @@ class completion {
  public:
   virtual ~completion() = default;
   virtual void complete(boost::system::error_code error, std::size_t bytes) = 0;
-  // complete() from inside a handler of an io_context that is running on the calling thread (never from
-  // an initiating function, nor under a lock the handler may want): a handler whose executor is that
-  // io_context's own, or one that runs work in place on any thread, runs here and now, as asio::dispatch
-  // would run it, instead of taking a trip through the io_context's queue (behind its reactor's next
-  // turn). Other handlers are posted as complete() posts them.
-  virtual void complete_here(boost::system::error_code error, std::size_t bytes) { complete(error, bytes); }
   // Brings what complete() will touch into the calling thread's cache (see operation::prefetch).
   virtual void prefetch() const noexcept {}
 };
 
-// Marks, for its scope, whether the calling thread delivers completions outside any initiating function:
-// the completion bridge does (true), once the GPU is done, and there a handler whose executor runs work in
-// place on any thread (runs_in_place_anywhere: system_executor, use_future's) runs there and then, as
-// asio::dispatch would run it, instead of being posted to a thread of Asio's system pool. A handler run so
-// holds one saying false: an op it starts that completes at once is then posted, never run inside its
-// initiating call.
+// Marks, for its scope, whether the calling thread delivers completions outside any initiating function
+// and outside any lock a handler may want (true): the completion bridge once the GPU is done, a remote
+// worker's pass once UCX's progress is over. There complete() runs a handler here and now where
+// asio::dispatch would run it: one whose executor runs work in place on any thread (runs_in_place_anywhere:
+// system_executor, use_future's), rather than on a thread of Asio's system pool, and one of the
+// io_context's own executor when this thread is running that io_context, rather than behind its
+// reactor's next turn. A handler run so holds one saying false: an op it starts that completes at once is
+// then posted, never run inside its initiating call.
 class in_place_completions {
  public:
   explicit in_place_completions(bool allowed) noexcept : was_(allowed_) { allowed_ = allowed; }

@@ -31,7 +31,7 @@ class request {
 using completion_ptr = std::unique_ptr<ferry::detail::completion>;
 
 // The handler as a completion that posts it to its associated executor (never inside the initiating
-// call; complete_here runs it at once from the worker's progress pass where its executor allows), with
+// call; the worker's progress pass runs it at once where its executor allows: in_place_completions), with
 // the cancellation slot connected once the request exists.
 template <class Handler, class Deliver>
 completion_ptr make_completion(Handler handler, Deliver deliver, const boost::asio::any_io_executor& executor) {
