@@ -82,11 +82,24 @@ class handler_completion final : public completion, public pending_handlers::ent
 
   void complete(boost::system::error_code error, std::size_t bytes) override {
     stage_trace::mark(stage_trace::stage::completion_begins);
-    if (in_place_completions::allowed() && (runs_in_place_ || runs_freely_on_this_thread(executor_))) {
-      run_here(error, bytes);
+    std::unique_lock lock(registry_->mutex);
+    std::optional<bound_handler> run = take_handler(error, bytes);
+    // The executor is asked where it runs only while the handler is still registered, under the lock: once
+    // its context has shut down, an io_context's executor refers to a destroyed io_context.
+    if (run && in_place_completions::allowed() && (runs_in_place_ || runs_freely_on_this_thread(executor_))) {
+      io_work_.reset();
+      lock.unlock();
+      run_here(std::move(*run));
       return;
     }
-    post_handler(error, bytes);
+    if (run) {
+      hand_over(std::move(*run));
+      // The I/O executor's work ends once the handler is handed to its own executor, as Asio's operations
+      // release theirs: not after the handler has run, since by then its owner may have destroyed that
+      // io_context (a handler that wakes a thread which tears down the engine and its io_context).
+      io_work_.reset();
+    }
+    lock.unlock();
     registry_->posted.fetch_add(1, std::memory_order_release);
     // After the post: the kept-awake thread is still running when the handler reaches its queue.
     no_longer_owed();
@@ -112,36 +125,6 @@ class handler_completion final : public completion, public pending_handlers::ent
   }
 
  private:
-  void post_handler(boost::system::error_code error, std::size_t bytes) {
-    std::lock_guard lock(registry_->mutex);
-    std::optional<bound_handler> run = take_handler(error, bytes);
-    if (!run) return;
-    hand_over(std::move(*run));
-    // The I/O executor's work ends once the handler is handed to its own executor, as Asio's operations
-    // release theirs: not after the handler has run, since by then its owner may have destroyed that
-    // io_context (a handler that wakes a thread which tears down the engine and its io_context).
-    io_work_.reset();
-  }
-
-  // The handler run on this thread, outside the registry's lock (the handler may start ops, which take
-  // it): an io_context's own handler from inside that io_context's run as it is, any other through
-  // asio::dispatch, which runs it in place with the executor's own rules (use_future's stores an
-  // exception in the future; system_executor's ends the process, as Asio does for it).
-  void run_here(boost::system::error_code error, std::size_t bytes) {
-    std::unique_lock lock(registry_->mutex);
-    std::optional<bound_handler> run = take_handler(error, bytes);
-    if (!run) return;
-    io_work_.reset();
-    lock.unlock();
-    no_longer_owed();
-    const in_place_completions nested(false);
-    if (runs_in_place_) {
-      boost::asio::dispatch(executor_, std::move(*run));
-    } else {
-      (*run)();
-    }
-  }
-
   // The handler with its result, as it is posted or handed to a keep_awake turn.
   // The handler's cancellation slot is left as the initiation set it: the slot is its owner's (a
   // parallel group may emit into it from another thread at any time), and the cancellation handler
@@ -163,6 +146,20 @@ class handler_completion final : public completion, public pending_handlers::ent
       deliver(std::move(running), error, bytes);
     }
   };
+
+  // The handler run on this thread, outside the registry's lock (the handler may start ops, which take
+  // it): an io_context's own handler from inside that io_context's run as it is, any other through
+  // asio::dispatch, which runs it in place with the executor's own rules (use_future's stores an
+  // exception in the future; system_executor's ends the process, as Asio does for it).
+  void run_here(bound_handler run) {
+    no_longer_owed();
+    const in_place_completions nested(false);
+    if (runs_in_place_) {
+      boost::asio::dispatch(executor_, std::move(run));
+    } else {
+      run();
+    }
+  }
 
   // Under the registry's lock: the handler with its result, taken out of this completion; none when the
   // handler is gone from the registry (its context shut down and destroyed it already).
