@@ -4,9 +4,9 @@
 // cuEventQuery, or cuStreamSynchronize as the size sweep's raw side waits). A
 // diagnostic: it prints its tables and writes no result file. The marks cost a clock read each (~40 ns
 // on the H200's host), so the traced round trip is a little longer than bench/engine_latency's.
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
