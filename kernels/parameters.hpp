@@ -54,26 +54,44 @@ struct copy_span_parameters {
 
 // ferry_resident_copy: one block of threads that stays on the GPU and copies what the host posts to a
 // ring of `slots` slots (mapped page-locked memory at device address `ring`), entry i in slot i % slots,
-// from entry `first` on. The host writes an entry's fields, then its `sequence` (i + 1) last; the kernel
-// reads the entry once `sequence` says so, copies `bytes` bytes from `source` to `destination`
-// (device-accessible addresses, disjoint ranges), and then, after a system-wide fence (the copied bytes
-// are visible before the words are), writes i + 1 to the word at `consumed` (the host may then reuse
-// the slot) and `flag_value` to the 32-bit word at `flag` (mapped page-locked memory). An entry of kind
-// resident_stop ends the kernel once every entry before it is done.
+// from entry `first` on. Every word of an entry carries the entry's tag (resident_tag(i)) in its top 16
+// bits, so that the kernel reads the slot's words together, in one read of its line over the link, and
+// takes the entry once every word carries its tag: each word is written and read whole, so a slot read
+// while the host rewrites it shows some word still without the tag, never a mix that passes. The kernel
+// then copies `bytes` bytes from `source` to `destination` (device-accessible addresses, disjoint
+// ranges) and, after a system-wide fence (the copied bytes are visible before the words are), writes
+// i + 1 to the word at `consumed` (the host may then reuse the slot) and `flag_value` to the 32-bit word
+// at `flag` (mapped page-locked memory). An entry of kind resident_stop ends the kernel once every entry
+// before it is done.
 inline constexpr std::uint32_t resident_copy_entry = 0;
 inline constexpr std::uint32_t resident_stop = 1;
 
+// Where a slot word's tag sits, and the values below it: addresses and sizes under 2^48 fit (the host
+// posts nothing else to the ring).
+inline constexpr unsigned resident_tag_shift = 48;
+inline constexpr std::uint64_t resident_value_limit = std::uint64_t{1} << resident_tag_shift;
+// Entry i's tag, 1 to 65535 (never 0, the word of a slot never written). The entries that take turns in
+// one slot (i, i + slots, ...) have different tags as long as the ring has fewer than 65535 slots.
+constexpr std::uint64_t resident_tag(std::uint64_t index) { return index % 0xffff + 1; }
+constexpr std::uint64_t resident_word(std::uint64_t value, std::uint64_t index) {
+  return value | resident_tag(index) << resident_tag_shift;
+}
+constexpr bool resident_word_of(std::uint64_t word, std::uint64_t index) {
+  return word >> resident_tag_shift == resident_tag(index);
+}
+constexpr std::uint64_t resident_value(std::uint64_t word) { return word & (resident_value_limit - 1); }
+
 struct resident_slot {
-  std::uint64_t sequence;
-  std::uint64_t source;
+  std::uint64_t source;       // each word: resident_word(value, i)
   std::uint64_t destination;
   std::uint64_t bytes;
   std::uint64_t flag;
-  std::uint32_t flag_value;
-  std::uint32_t kind;
-  std::uint64_t unused[2];  // one slot per 64-byte line: the kernel reads a line per entry
+  std::uint64_t flag_value_and_kind;  // flag_value | kind << 32
+  std::uint64_t unused[3];  // one slot per 64-byte line: the kernel reads a line per entry
 };
 static_assert(sizeof(resident_slot) == 64);
+// The words that carry an entry, from the slot's start.
+inline constexpr unsigned resident_slot_words = 5;
 
 struct resident_copy_parameters {
   std::uint64_t ring;

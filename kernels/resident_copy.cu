@@ -1,17 +1,20 @@
 // ferry_resident_copy: a block that stays on the GPU and copies what the host posts to a ring in mapped
 // page-locked memory (parameters.hpp, resident_slot), so that a small copy costs its poster a few stores
 // instead of a driver call, and starts as soon as the block reads the entry instead of after the copy
-// engine's setup. Thread 0 watches the next slot; the block copies; thread 0 writes the entry's flag.
+// engine's setup. The first lanes of warp 0 watch the next slot; the block copies; thread 0 writes the
+// entry's flag.
 //
-// The block outlives any one copy, so what it reads may have changed since it last read it (the host
-// rewrites a slot for every entry, the caller rewrites its buffers between copies). Thread 0's
-// system-scope acquire of the entry's sequence, and the barrier after it, order every thread's loads
-// after the host's writes that came before the entry was posted (the PTX memory model's causality
-// order), so the entry's fields and the copy's bytes are read with plain loads, which the GPU issues
-// together (volatile loads of host memory each wait out the link's latency: they made a 4 KiB copy take
-// microseconds longer). The word that gives the slot back to the host is written after the copy's
-// system-wide fence, with the flag: written earlier, it could reach the host before the loads of the
-// slot's fields had returned, and the host would rewrite the slot under them.
+// Each look at the slot reads all of its words at once (one lane a word, one read of the line over the
+// link), and the entry is taken when every word carries its tag: the look that finds the entry has its
+// fields too, where a look at a sequence word and then a read of the fields would wait out the link's
+// latency twice. The block outlives any one copy, so what it reads may have changed since it last read
+// it (the host rewrites a slot for every entry, the caller rewrites its buffers between copies). The
+// system-scope fence after the look that found the entry, and the barrier after it, order every
+// thread's loads after the host's writes that came before the entry was posted (a relaxed load that
+// reads a released write, then a fence: the PTX memory model's acquire pattern), so the copy's bytes are
+// read with plain loads, which the GPU issues together. The word that gives the slot back to the host
+// is written after the copy's system-wide fence, with the flag: written earlier, it could reach the host
+// before the slot's loads had returned, and the host would rewrite the slot under them.
 #include <cstdint>
 
 #include "kernels/copy_block.cuh"
@@ -21,11 +24,13 @@
 namespace ferry::detail::kernels {
 namespace {
 
-__device__ __forceinline__ std::uint64_t load_acquire_system(const std::uint64_t* word) {
+__device__ __forceinline__ std::uint64_t load_relaxed_system(const std::uint64_t* word) {
   std::uint64_t value;
-  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(value) : "l"(word) : "memory");
+  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(value) : "l"(word) : "memory");
   return value;
 }
+
+__device__ __forceinline__ void fence_acquire_release_system() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
 
 __device__ __forceinline__ void store_release_system(std::uint32_t* word, std::uint32_t value) {
   asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(word), "r"(value) : "memory");
@@ -45,23 +50,29 @@ extern "C" __global__ void __launch_bounds__(resident_copy_threads) ferry_reside
   std::uint64_t* const consumed = global<std::uint64_t>(p.consumed);
   __shared__ std::uint64_t source, destination, bytes, flag;
   __shared__ std::uint32_t flag_value, kind;
+  constexpr unsigned watchers = (1u << resident_slot_words) - 1;  // lanes 0 .. words - 1 of warp 0
   for (std::uint64_t i = p.first;; ++i) {
-    if (threadIdx.x == 0) {
-      const resident_slot* const slot = ring + i % p.slots;
-      while (load_acquire_system(&slot->sequence) != i + 1) {
+    if (threadIdx.x < resident_slot_words) {
+      const std::uint64_t* const word = reinterpret_cast<const std::uint64_t*>(ring + i % p.slots) + threadIdx.x;
+      std::uint64_t value = load_relaxed_system(word);
+      while (!__all_sync(watchers, resident_word_of(value, i))) value = load_relaxed_system(word);
+      fence_acquire_release_system();
+      // Thread 0 alone writes the entry's fields for the block (and reads the flag's at the end).
+      std::uint64_t fields[resident_slot_words];
+      for (unsigned k = 0; k < resident_slot_words; ++k) fields[k] = resident_value(__shfl_sync(watchers, value, k));
+      if (threadIdx.x == 0) {
+        source = fields[0];
+        destination = fields[1];
+        bytes = fields[2];
+        flag = fields[3];
+        flag_value = static_cast<std::uint32_t>(fields[4]);
+        kind = static_cast<std::uint32_t>(fields[4] >> 32);
       }
-      const resident_slot entry = *slot;
-      source = entry.source;
-      destination = entry.destination;
-      bytes = entry.bytes;
-      flag = entry.flag;
-      flag_value = entry.flag_value;
-      kind = entry.kind;
     }
     __syncthreads();
     if (kind == resident_stop) return;
     copy_block(source, destination, bytes, threadIdx.x, blockDim.x);
-    // Every thread's stores (and thread 0's loads of the slot) before the words below.
+    // Every thread's stores (and the watchers' loads of the slot) before the words below.
     __threadfence_system();
     __syncthreads();
     if (threadIdx.x == 0) {

@@ -11,6 +11,11 @@ namespace ferry::detail {
 resident_copier::resident_copier(const driver_table& driver, std::size_t slots,
                                  std::function<void(const std::string&)> report)
     : driver_(driver), slots_(slots), report_(std::move(report)) {
+  if (slots == 0 || slots >= 0xffff) {
+    throw_invalid_argument("resident_copier", "slots is " + std::to_string(slots) +
+                                                  ": the ring holds 1 to 65,534 slots (the entries that take turns "
+                                                  "in a slot must have different tags)");
+  }
   const std::string what = "the resident copier's ring (" + std::to_string(slots) + " slots)";
   void* memory = nullptr;
   // One line more than the slots: the word the kernel writes as it reads entries.
@@ -53,19 +58,23 @@ std::uint64_t resident_copier::consumed() const noexcept {
 
 void resident_copier::write(std::uint64_t index, std::uint32_t kind, std::uint64_t source, std::uint64_t destination,
                             std::uint64_t bytes, std::uint64_t flag, std::uint32_t flag_value) noexcept {
-  kernels::resident_slot& slot = ring_[index % slots_];
-  slot.source = source;
-  slot.destination = destination;
-  slot.bytes = bytes;
-  slot.flag = flag;
-  slot.flag_value = flag_value;
-  slot.kind = kind;
-  // Last, and released: the kernel reads the fields only once it has seen this.
-  std::atomic_ref<std::uint64_t>(slot.sequence).store(index + 1, std::memory_order_release);
+  auto* const words = reinterpret_cast<std::uint64_t*>(&ring_[index % slots_]);
+  const std::uint64_t values[kernels::resident_slot_words] = {
+      source, destination, bytes, flag, flag_value | static_cast<std::uint64_t>(kind) << 32};
+  // Each word whole and released: the kernel takes the entry once it sees the tag in every word, and
+  // whatever the caller wrote before posting (the bytes to copy) is visible to it by then.
+  for (unsigned k = 0; k < kernels::resident_slot_words; ++k) {
+    std::atomic_ref<std::uint64_t>(words[k]).store(kernels::resident_word(values[k], index), std::memory_order_release);
+  }
 }
 
 bool resident_copier::post(std::uint64_t source, std::uint64_t destination, std::uint64_t bytes, std::uint64_t flag,
                            std::uint32_t flag_value) {
+  // Each value shares its slot word with the entry's tag (the device's and the host's addresses are far
+  // below this; anything else takes the copy engine).
+  for (std::uint64_t value : {source, destination, bytes, flag}) {
+    if (value >= kernels::resident_value_limit) return false;
+  }
   std::uint64_t state = state_.load(std::memory_order_acquire);
   while (true) {
     if ((state & running_bit) == 0) {

@@ -48,7 +48,8 @@ class resident_copier {
   // Posts a copy of `bytes` bytes from `source` to `destination` (device-accessible addresses), after
   // which the kernel writes `flag_value` to the word at device address `flag`. Launches the kernel
   // first when none is running (the engine's context must be current). False when nothing was posted:
-  // the ring is full, or the driver refused the launch (reported; the copier is then not used again).
+  // the ring is full, an address or the size is 2^48 or more (a slot word holds 48 bits of it), or the
+  // driver refused the launch (reported; the copier is then not used again).
   bool post(std::uint64_t source, std::uint64_t destination, std::uint64_t bytes, std::uint64_t flag,
             std::uint32_t flag_value);
 

@@ -78,23 +78,31 @@ void copy_span(const kernels::copy_span_parameters& p, ToHost&& to_host) {
              static_cast<std::byte*>(to_host(p.destination, p.bytes)), p.bytes);
 }
 
-// ferry_resident_copy: the ring's entries in order, each taken once its sequence says it is there, until
-// an entry of kind resident_stop. `wait(looks)` is called while the next entry is not there yet, with
-// how many looks found it missing so far.
+// ferry_resident_copy: the ring's entries in order, each taken once every word of its slot carries its
+// tag, until an entry of kind resident_stop. `wait(looks)` is called while the next entry is not there
+// yet, with how many looks found it missing so far.
 template <class ToHost, class Wait>
 void resident_copy(const kernels::resident_copy_parameters& p, ToHost&& to_host, Wait&& wait) {
   auto* const ring = static_cast<kernels::resident_slot*>(to_host(p.ring, p.slots * sizeof(kernels::resident_slot)));
   auto* const consumed = static_cast<std::uint64_t*>(to_host(p.consumed, sizeof(std::uint64_t)));
   for (std::uint64_t i = p.first;; ++i) {
-    kernels::resident_slot& slot = ring[i % p.slots];
-    std::atomic_ref<std::uint64_t> sequence(slot.sequence);
-    for (std::uint64_t looks = 0; sequence.load(std::memory_order_acquire) != i + 1; ++looks) wait(looks);
-    const std::uint64_t source = slot.source;
-    const std::uint64_t destination = slot.destination;
-    const std::uint64_t bytes = slot.bytes;
-    const std::uint64_t flag = slot.flag;
-    const std::uint32_t flag_value = slot.flag_value;
-    const std::uint32_t kind = slot.kind;
+    auto* const words = reinterpret_cast<std::uint64_t*>(&ring[i % p.slots]);
+    std::uint64_t values[kernels::resident_slot_words];
+    for (std::uint64_t looks = 0;; ++looks) {
+      bool whole = true;
+      for (unsigned k = 0; k < kernels::resident_slot_words; ++k) {
+        values[k] = std::atomic_ref<std::uint64_t>(words[k]).load(std::memory_order_acquire);
+        whole = whole && kernels::resident_word_of(values[k], i);
+      }
+      if (whole) break;
+      wait(looks);
+    }
+    const std::uint64_t source = kernels::resident_value(values[0]);
+    const std::uint64_t destination = kernels::resident_value(values[1]);
+    const std::uint64_t bytes = kernels::resident_value(values[2]);
+    const std::uint64_t flag = kernels::resident_value(values[3]);
+    const auto flag_value = static_cast<std::uint32_t>(values[4]);
+    const auto kind = static_cast<std::uint32_t>(kernels::resident_value(values[4]) >> 32);
     if (kind == kernels::resident_stop) return;
     if (bytes > 0) {
       copy_range(source, destination, static_cast<const std::byte*>(to_host(source, bytes)),

@@ -263,6 +263,64 @@ BOOST_AUTO_TEST_CASE(layout_arithmetic_keeps_its_definitions) {
   }
 }
 
+// The resident copier's slot words: every value below 2^48 comes back with its entry's tag, and the
+// entries that take turns in one slot of a ring of up to 65,534 slots never share a tag.
+BOOST_AUTO_TEST_CASE(resident_slot_words_carry_their_entrys_tag_and_turns_in_a_slot_never_share_one) {
+  using namespace detail::kernels;
+  std::mt19937_64 random(7);
+  for (int trial = 0; trial < 10000; ++trial) {
+    const std::uint64_t value = random() % resident_value_limit;
+    const std::uint64_t index = random();
+    const std::uint64_t word = resident_word(value, index);
+    BOOST_TEST_REQUIRE(resident_value(word) == value);
+    BOOST_TEST_REQUIRE(resident_word_of(word, index));
+    BOOST_TEST_REQUIRE(!resident_word_of(word, index + 1));
+    BOOST_TEST_REQUIRE(!resident_word_of(value, index));  // a word without the tag
+  }
+  for (std::uint64_t slots : {1u, 2u, 256u, 4096u, 65534u}) {
+    for (std::uint64_t index : {std::uint64_t{0}, std::uint64_t{65533}, std::uint64_t{1} << 40}) {
+      BOOST_TEST(resident_tag(index) != resident_tag(index + slots), "slots " << slots << ", entry " << index);
+      BOOST_TEST(resident_tag(index) != 0u);
+    }
+  }
+}
+
+// The twin of ferry_resident_copy takes an entry only once every word of its slot carries the entry's
+// tag: with one word still from before, it waits and has copied nothing; then it copies every byte,
+// gives the slot back, writes the flag, and ends at the stop entry behind.
+BOOST_AUTO_TEST_CASE(the_resident_copiers_twin_waits_for_every_word_of_an_entry) {
+  using namespace detail::kernels;
+  const bytes source = random_vector<std::uint8_t>(3001, 11);
+  constexpr auto poisoned = std::to_integer<std::uint8_t>(ferry::testing::poison);
+  bytes destination(source.size(), poisoned);
+  std::vector<resident_slot> ring(4, resident_slot{});
+  std::uint64_t consumed = 0;
+  std::uint32_t flag = 0;
+  const auto address = [](const void* p) { return reinterpret_cast<std::uint64_t>(p); };
+  const std::uint64_t values[resident_slot_words] = {address(source.data()), address(destination.data()),
+                                                     source.size(), address(&flag), 0xfeedu};
+  auto* const first = reinterpret_cast<std::uint64_t*>(&ring[0]);
+  for (unsigned k = 0; k + 1 < resident_slot_words; ++k) first[k] = resident_word(values[k], 0);
+  auto* const second = reinterpret_cast<std::uint64_t*>(&ring[1]);
+  for (unsigned k = 0; k < resident_slot_words; ++k) second[k] = resident_word(0, 1);
+  second[4] = resident_word(std::uint64_t{resident_stop} << 32, 1);
+  int waits = 0;
+  const resident_copy_parameters p{address(ring.data()), ring.size(), 0, address(&consumed)};
+  detail::host_kernels::resident_copy(
+      p, [](std::uint64_t at, std::uint64_t) { return reinterpret_cast<void*>(at); },
+      [&](std::uint64_t looks) {
+        ++waits;
+        BOOST_TEST_REQUIRE(looks == 0u);
+        BOOST_TEST_REQUIRE(std::all_of(destination.begin(), destination.end(), [&](std::uint8_t b) { return b == poisoned; }));
+        BOOST_TEST_REQUIRE(consumed == 0u);
+        first[4] = resident_word(values[4], 0);  // the entry's last word
+      });
+  BOOST_TEST(waits == 1);
+  BOOST_TEST(ferry::testing::same_bytes(destination, source));
+  BOOST_TEST(consumed == 1u);
+  BOOST_TEST(flag == 0xfeedu);
+}
+
 BOOST_FIXTURE_TEST_SUITE(kernels_suite, kernels_fixture)
 
 BOOST_AUTO_TEST_CASE(fill_8_writes_every_element_and_nothing_around_them) {
