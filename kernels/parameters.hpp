@@ -81,17 +81,39 @@ constexpr bool resident_word_of(std::uint64_t word, std::uint64_t index) {
 }
 constexpr std::uint64_t resident_value(std::uint64_t word) { return word & (resident_value_limit - 1); }
 
+// The words that carry an entry, from the slot's start.
+inline constexpr unsigned resident_slot_words = 5;
+
 struct resident_slot {
-  std::uint64_t source;       // each word: resident_word(value, i)
+  std::uint64_t words[resident_slot_words];  // resident_words: source, destination, bytes, flag, flag value and kind
+  std::uint64_t unused[8 - resident_slot_words];  // one slot per 64-byte line: the kernel reads a line per entry
+};
+static_assert(sizeof(resident_slot) == 64);
+
+// An entry of the ring, as the host posts it and the kernel takes it.
+struct resident_entry {
+  std::uint64_t source;
   std::uint64_t destination;
   std::uint64_t bytes;
   std::uint64_t flag;
-  std::uint64_t flag_value_and_kind;  // flag_value | kind << 32
-  std::uint64_t unused[3];  // one slot per 64-byte line: the kernel reads a line per entry
+  std::uint32_t flag_value;
+  std::uint32_t kind;  // resident_copy_entry or resident_stop
 };
-static_assert(sizeof(resident_slot) == 64);
-// The words that carry an entry, from the slot's start.
-inline constexpr unsigned resident_slot_words = 5;
+
+// Entry `index`'s slot words: its fields (each below resident_value_limit), each with the entry's tag.
+constexpr void resident_words(const resident_entry& entry, std::uint64_t index,
+                              std::uint64_t (&words)[resident_slot_words]) {
+  const std::uint64_t values[resident_slot_words] = {entry.source, entry.destination, entry.bytes, entry.flag,
+                                                     entry.flag_value | std::uint64_t{entry.kind} << 32};
+  for (unsigned k = 0; k < resident_slot_words; ++k) words[k] = resident_word(values[k], index);
+}
+
+// The entry that slot words carrying its tag hold.
+constexpr resident_entry resident_entry_of(const std::uint64_t (&words)[resident_slot_words]) {
+  const std::uint64_t last = resident_value(words[4]);
+  return {resident_value(words[0]), resident_value(words[1]), resident_value(words[2]), resident_value(words[3]),
+          static_cast<std::uint32_t>(last), static_cast<std::uint32_t>(last >> 32)};
+}
 
 struct resident_copy_parameters {
   std::uint64_t ring;

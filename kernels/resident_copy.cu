@@ -48,36 +48,28 @@ using namespace ferry::detail::kernels;
 extern "C" __global__ void __launch_bounds__(resident_copy_threads) ferry_resident_copy(resident_copy_parameters p) {
   resident_slot* const ring = global<resident_slot>(p.ring);
   std::uint64_t* const consumed = global<std::uint64_t>(p.consumed);
-  __shared__ std::uint64_t source, destination, bytes, flag;
-  __shared__ std::uint32_t flag_value, kind;
+  __shared__ resident_entry entry;
   constexpr unsigned watchers = (1u << resident_slot_words) - 1;  // lanes 0 .. words - 1 of warp 0
   for (std::uint64_t i = p.first;; ++i) {
     if (threadIdx.x < resident_slot_words) {
-      const std::uint64_t* const word = reinterpret_cast<const std::uint64_t*>(ring + i % p.slots) + threadIdx.x;
+      const std::uint64_t* const word = &ring[i % p.slots].words[threadIdx.x];
       std::uint64_t value = load_relaxed_system(word);
       while (!__all_sync(watchers, resident_word_of(value, i))) value = load_relaxed_system(word);
       fence_acquire_release_system();
-      // Thread 0 alone writes the entry's fields for the block (and reads the flag's at the end).
-      std::uint64_t fields[resident_slot_words];
-      for (unsigned k = 0; k < resident_slot_words; ++k) fields[k] = resident_value(__shfl_sync(watchers, value, k));
-      if (threadIdx.x == 0) {
-        source = fields[0];
-        destination = fields[1];
-        bytes = fields[2];
-        flag = fields[3];
-        flag_value = static_cast<std::uint32_t>(fields[4]);
-        kind = static_cast<std::uint32_t>(fields[4] >> 32);
-      }
+      // Thread 0 alone writes the entry for the block (and reads its flag's fields at the end).
+      std::uint64_t words[resident_slot_words];
+      for (unsigned k = 0; k < resident_slot_words; ++k) words[k] = __shfl_sync(watchers, value, k);
+      if (threadIdx.x == 0) entry = resident_entry_of(words);
     }
     __syncthreads();
-    if (kind == resident_stop) return;
-    copy_block(source, destination, bytes, threadIdx.x, blockDim.x);
+    if (entry.kind == resident_stop) return;
+    copy_block(entry.source, entry.destination, entry.bytes, threadIdx.x, blockDim.x);
     // Every thread's stores (and the watchers' loads of the slot) before the words below.
     __threadfence_system();
     __syncthreads();
     if (threadIdx.x == 0) {
       store_relaxed_system(consumed, i + 1);  // the slot is the host's again
-      store_release_system(global<std::uint32_t>(flag), flag_value);
+      store_release_system(global<std::uint32_t>(entry.flag), entry.flag_value);
     }
   }
 }

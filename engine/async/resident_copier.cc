@@ -58,13 +58,13 @@ std::uint64_t resident_copier::consumed() const noexcept {
 
 void resident_copier::write(std::uint64_t index, std::uint32_t kind, std::uint64_t source, std::uint64_t destination,
                             std::uint64_t bytes, std::uint64_t flag, std::uint32_t flag_value) noexcept {
-  auto* const words = reinterpret_cast<std::uint64_t*>(&ring_[index % slots_]);
-  const std::uint64_t values[kernels::resident_slot_words] = {
-      source, destination, bytes, flag, flag_value | static_cast<std::uint64_t>(kind) << 32};
+  std::uint64_t words[kernels::resident_slot_words];
+  kernels::resident_words({source, destination, bytes, flag, flag_value, kind}, index, words);
   // Each word whole and released: the kernel takes the entry once it sees the tag in every word, and
   // whatever the caller wrote before posting (the bytes to copy) is visible to it by then.
+  kernels::resident_slot& slot = ring_[index % slots_];
   for (unsigned k = 0; k < kernels::resident_slot_words; ++k) {
-    std::atomic_ref<std::uint64_t>(words[k]).store(kernels::resident_word(values[k], index), std::memory_order_release);
+    std::atomic_ref<std::uint64_t>(slot.words[k]).store(words[k], std::memory_order_release);
   }
 }
 

@@ -86,23 +86,18 @@ void resident_copy(const kernels::resident_copy_parameters& p, ToHost&& to_host,
   auto* const ring = static_cast<kernels::resident_slot*>(to_host(p.ring, p.slots * sizeof(kernels::resident_slot)));
   auto* const consumed = static_cast<std::uint64_t*>(to_host(p.consumed, sizeof(std::uint64_t)));
   for (std::uint64_t i = p.first;; ++i) {
-    auto* const words = reinterpret_cast<std::uint64_t*>(&ring[i % p.slots]);
-    std::uint64_t values[kernels::resident_slot_words];
+    kernels::resident_slot& slot = ring[i % p.slots];
+    std::uint64_t words[kernels::resident_slot_words];
     for (std::uint64_t looks = 0;; ++looks) {
       bool whole = true;
       for (unsigned k = 0; k < kernels::resident_slot_words; ++k) {
-        values[k] = std::atomic_ref<std::uint64_t>(words[k]).load(std::memory_order_acquire);
-        whole = whole && kernels::resident_word_of(values[k], i);
+        words[k] = std::atomic_ref<std::uint64_t>(slot.words[k]).load(std::memory_order_acquire);
+        whole = whole && kernels::resident_word_of(words[k], i);
       }
       if (whole) break;
       wait(looks);
     }
-    const std::uint64_t source = kernels::resident_value(values[0]);
-    const std::uint64_t destination = kernels::resident_value(values[1]);
-    const std::uint64_t bytes = kernels::resident_value(values[2]);
-    const std::uint64_t flag = kernels::resident_value(values[3]);
-    const auto flag_value = static_cast<std::uint32_t>(values[4]);
-    const auto kind = static_cast<std::uint32_t>(kernels::resident_value(values[4]) >> 32);
+    const auto [source, destination, bytes, flag, flag_value, kind] = kernels::resident_entry_of(words);
     if (kind == kernels::resident_stop) return;
     if (bytes > 0) {
       copy_range(source, destination, static_cast<const std::byte*>(to_host(source, bytes)),

@@ -297,13 +297,12 @@ BOOST_AUTO_TEST_CASE(the_resident_copiers_twin_waits_for_every_word_of_an_entry)
   std::uint64_t consumed = 0;
   std::uint32_t flag = 0;
   const auto address = [](const void* p) { return reinterpret_cast<std::uint64_t>(p); };
-  const std::uint64_t values[resident_slot_words] = {address(source.data()), address(destination.data()),
-                                                     source.size(), address(&flag), 0xfeedu};
-  auto* const first = reinterpret_cast<std::uint64_t*>(&ring[0]);
-  for (unsigned k = 0; k + 1 < resident_slot_words; ++k) first[k] = resident_word(values[k], 0);
-  auto* const second = reinterpret_cast<std::uint64_t*>(&ring[1]);
-  for (unsigned k = 0; k < resident_slot_words; ++k) second[k] = resident_word(0, 1);
-  second[4] = resident_word(std::uint64_t{resident_stop} << 32, 1);
+  std::uint64_t copy[resident_slot_words];
+  resident_words({address(source.data()), address(destination.data()), source.size(), address(&flag), 0xfeedu,
+                  resident_copy_entry},
+                 0, copy);
+  for (unsigned k = 0; k + 1 < resident_slot_words; ++k) ring[0].words[k] = copy[k];
+  resident_words({0, 0, 0, 0, 0, resident_stop}, 1, ring[1].words);
   int waits = 0;
   const resident_copy_parameters p{address(ring.data()), ring.size(), 0, address(&consumed)};
   detail::host_kernels::resident_copy(
@@ -311,9 +310,10 @@ BOOST_AUTO_TEST_CASE(the_resident_copiers_twin_waits_for_every_word_of_an_entry)
       [&](std::uint64_t looks) {
         ++waits;
         BOOST_TEST_REQUIRE(looks == 0u);
-        BOOST_TEST_REQUIRE(std::all_of(destination.begin(), destination.end(), [&](std::uint8_t b) { return b == poisoned; }));
+        BOOST_TEST_REQUIRE(
+            std::all_of(destination.begin(), destination.end(), [&](std::uint8_t b) { return b == poisoned; }));
         BOOST_TEST_REQUIRE(consumed == 0u);
-        first[4] = resident_word(values[4], 0);  // the entry's last word
+        ring[0].words[4] = copy[4];  // the entry's last word
       });
   BOOST_TEST(waits == 1);
   BOOST_TEST(ferry::testing::same_bytes(destination, source));
