@@ -377,6 +377,8 @@ class engine {
             executor_,
             [this, stream, deliver = std::move(deliver)](auto handler, detail::prepared_transfer transfer) mutable {
               check_executor_alive();
+              // Fetched while the work's driver calls run, before the op is made.
+              executor_registry_->prefetch_for_submission();
               auto make = [&] { return detail::make_operation(std::move(handler), std::move(deliver), executor_, core_); };
               core_->start(detail::operation_factory(make), std::move(transfer), stream);
               detail::stage_trace::mark(detail::stage_trace::stage::initiating_call_returns);

@@ -15,6 +15,7 @@
 #include "engine/errors/check.hpp"
 #include "engine/transfer/plans.hpp"
 #include "engine/transfer/stream_names.hpp"
+#include "ferry/detail/prefetch.hpp"
 #include "ferry/detail/stage_trace.hpp"
 #include "ferry/error.hpp"
 
@@ -246,6 +247,9 @@ int engine_core::device_ordinal() const noexcept { return impl_->ordinal; }
 prepared_transfer engine_core::prepare_copy(std::string_view operation, std::size_t count, std::size_t element_size,
                                             endpoint source, endpoint destination) {
   stage_trace::mark(stage_trace::stage::prepare_begins);
+  // The fast path of a copy given no stream reads and counts it before the copy: fetched while the
+  // arguments are checked (the bridge thread wrote it last, as an earlier copy completed).
+  prefetch_for_write(&impl_->small_copies_in_flight, sizeof(impl_->small_copies_in_flight));
   caller_context in_engine(impl_->driver, impl_->context);
   prepared_transfer transfer = prepare_copy_1d(operation, count, element_size, source, destination);
   stage_trace::mark(stage_trace::stage::prepare_ends);

@@ -112,6 +112,10 @@ struct engine_core::impl {
   // Hands the op to the bridge, or fails it.
   void watch_submitted(std::shared_ptr<operation> op, std::uint64_t sequence, single_slot* slot, bool sequenced,
                        submission submitted);
+  // Asks for the lines the fast path's bookkeeping writes once the work is on its stream (a submission
+  // slot's free list, the record of ops in flight): the bridge thread wrote them last, completing earlier
+  // ops, and they arrive while the work's driver calls run.
+  void prefetch_bookkeeping() const noexcept;
   // The fast path of start(): see its definition. False when the transfer must take the planner's path.
   bool start_at_once(operation_factory& make_op, prepared_transfer& prepared, std::optional<CUstream> stream);
   // Whether the batcher is offered this page-locked transfer (small, on a pool stream).

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "ferry/detail/prefetch.hpp"
+
 namespace ferry::detail {
 
 class free_indices {
@@ -38,6 +40,9 @@ class free_indices {
     }
     return none;
   }
+
+  // Asks for the head's line ahead of a pop or push (another thread's push or pop wrote it last).
+  void prefetch() const noexcept { prefetch_for_write(&head_, sizeof(head_)); }
 
   // Gives `index` back (its holder is done with the slot).
   void push(std::uint32_t index) noexcept {

@@ -10,6 +10,7 @@
 
 #include "engine/errors/check.hpp"
 #include "ferry/error.hpp"
+#include "ferry/detail/prefetch.hpp"
 #include "ferry/detail/stage_trace.hpp"
 
 namespace ferry::detail {
@@ -68,10 +69,15 @@ void engine_core::impl::single_done(single_slot* slot, CUresult result) {
     fail(op, result, where(slot->transfer, slot->stream));
   }
   // The GPU is done with the memory: the registration is free, and the copy no longer in flight, before
-  // the caller hears (who may start the next one at once). The slot goes back first too: once the op is
-  // retired, the engine may be destroyed.
+  // the caller hears (who may start the next one at once). The slot goes back after the handler is on
+  // its way (its free list is a line the submitting thread wrote last), and before the op is retired:
+  // from then on the engine may be destroyed.
+  slot->transfer.hold.reset();
+  slot->transfer.counted.reset();
+  if (slot->staged_through != nullptr) small_slots->give_back(std::exchange(slot->staged_through, nullptr));
+  const bool finished = op->finish();
   return_slot(slot);
-  complete(op, sequence);
+  if (finished) retire(sequence);
 }
 
 engine_core::impl::submission engine_core::impl::enqueue_and_arm(const prepared_transfer& transfer, CUstream stream) {
@@ -183,6 +189,12 @@ bool engine_core::impl::post_to_resident(const prepared_transfer& transfer, subm
   return true;
 }
 
+void engine_core::impl::prefetch_bookkeeping() const noexcept {
+  free_single_slots.prefetch();
+  const auto* first = reinterpret_cast<const char*>(&live_mutex);
+  prefetch_for_write(first, reinterpret_cast<const char*>(&live + 1) - first);
+}
+
 // Page-locked memory (or a driver_staged poke), not for the batcher, on a stream nothing else is
 // submitting to: the work goes on the stream first, with its completion armed right behind it (or, with
 // completion_mark::by_poller, left for the bridge thread to mark), and the op's bookkeeping (its
@@ -226,6 +238,7 @@ bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_trans
   }
   caller_context in_engine(driver, context);
   stage_trace::mark(stage_trace::stage::enqueue_begins);
+  prefetch_bookkeeping();
   submission submitted;
   if (resident_eligible(prepared, stream.has_value()) && post_to_resident(prepared, submitted)) {
     plan = transfer_plan::resident;

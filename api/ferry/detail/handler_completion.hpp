@@ -76,6 +76,9 @@ class handler_completion final : public completion, public pending_handlers::ent
 
   ~handler_completion() override {
     no_longer_owed();
+    // Unlinked already when the op completed (the usual case): then the lock's line, which the completing
+    // thread wrote last, stays off the way to the handler that this destruction precedes.
+    if (!linked()) return;
     std::lock_guard lock(registry_->mutex);
     registry_->unlink(this);
   }
@@ -100,7 +103,6 @@ class handler_completion final : public completion, public pending_handlers::ent
       io_work_.reset();
     }
     lock.unlock();
-    registry_->posted.fetch_add(1, std::memory_order_release);
     // After the post: the kept-awake thread is still running when the handler reaches its queue.
     no_longer_owed();
   }
@@ -112,9 +114,9 @@ class handler_completion final : public completion, public pending_handlers::ent
   }
 
   // The op that owns this completion. The handler, once handed to its executor, keeps the op alive until
-  // it is about to run: the op is then freed on the thread that runs handlers (in a coroutine's case,
-  // the thread that allocated it), not on the thread that learnt of the completion. Freeing on another
-  // thread than the allocating one makes each op's memory travel between the threads' allocator caches.
+  // it has run: the op is then freed on the thread that runs handlers (in a coroutine's case, the thread
+  // that allocated it), not on the thread that learnt of the completion. Freeing on another thread than
+  // the allocating one makes each op's memory travel between the threads' caches.
   void set_owner(const std::shared_ptr<operation>& owner) noexcept { owner_ = owner; }
 
   void abandon() noexcept override {
@@ -139,11 +141,13 @@ class handler_completion final : public completion, public pending_handlers::ent
     std::size_t bytes;
     void operator()() {
       stage_trace::mark(stage_trace::stage::handler_runs);
-      // The op goes first (unless the engine still holds it), here on the handler's thread: its block is
-      // then free for the next op the handler starts.
+      // The op goes once the handler returns (unless the engine still holds it), here on the handler's
+      // thread. Not before the handler: freeing it writes lines that the thread which started the op wrote
+      // last (its block's free list, the count of the registry's owners), a wait that the handler, whose
+      // caller waits for it, would pay.
       Handler running = std::move(handler);
-      owner.reset();
       deliver(std::move(running), error, bytes);
+      owner.reset();
     }
   };
 
@@ -176,12 +180,14 @@ class handler_completion final : public completion, public pending_handlers::ent
   // shut down after this service, then destroys the posted handler if it never runs. The executor's
   // record of the posted handler is a reused block too (op_blocks.hpp): it is made on the thread that
   // completes the op and freed on the one that runs the handler.
+  // A waiting keep_awake turn ends once `posted` moves (a completion handed to its mailbox ends it there).
   template <class Run>
   void post_counted(Run run) {
     registry_->posted_not_run.fetch_add(1, std::memory_order_acq_rel);
     boost::asio::post(executor_, boost::asio::bind_allocator(op_blocks::allocator<void>(),
                                                              [run = std::move(run), not_run = counted_post{registry_}]()
                                                                  mutable { run(); }));
+    registry_->posted.fetch_add(1, std::memory_order_release);
   }
 
   struct delivery_of final : pending_handlers::registry::delivery {

@@ -10,6 +10,8 @@
 #include <string>
 #include <boost/system/error_code.hpp>
 
+#include "ferry/detail/prefetch.hpp"
+
 namespace ferry::detail {
 
 // Delivers an op's result to its handler: on the handler's associated executor, exactly once.
@@ -43,12 +45,6 @@ class in_place_completions {
   static inline thread_local bool allowed_ = false;
   bool was_;
 };
-
-// Asks the cache for the lines of [object, object + bytes), for writing.
-inline void prefetch_for_write(const void* object, std::size_t bytes) noexcept {
-  const char* first = static_cast<const char*>(object);
-  for (std::size_t offset = 0; offset < bytes; offset += 64) __builtin_prefetch(first + offset, 1);
-}
 
 class operation {
  public:

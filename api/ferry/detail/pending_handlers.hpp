@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "ferry/detail/op_blocks.hpp"
+#include "ferry/detail/prefetch.hpp"
 
 namespace ferry::detail {
 
@@ -39,26 +40,41 @@ class pending_handlers : public boost::asio::execution_context::service {
 
    protected:
     ~entry() = default;
+    // Whether the entry is in the registry's list. Readable without the mutex: an entry leaves the list
+    // once (its completion or a shutdown takes it), and what reads false after that has heard of it.
+    bool linked() const noexcept { return linked_.load(std::memory_order_acquire); }
 
    private:
     friend struct registry;
     // Links of the registry's list of live entries (under its mutex): no allocation per op.
     entry* previous_ = nullptr;
     entry* next_ = nullptr;
-    bool linked_ = false;
+    std::atomic<bool> linked_{false};
   };
+  // The members sit on cache lines by who writes them and when, so that a thread reading one group is not
+  // robbed of its line by writes to another: each op's submission and completion write the lock's line
+  // and the keep-awake counts, every submission reads the shutdown flag, and a waiting keep_awake turn
+  // spins on the line of what its completions write.
   struct registry {
     std::mutex mutex;
     entry* live = nullptr;  // the first of the live entries (under mutex)
     bool shut_down = false;  // under mutex
-    std::atomic<bool> shut_down_seen{false};  // the same, readable without the mutex
+    alignas(64) std::atomic<bool> shut_down_seen{false};  // the same, readable without the mutex
     bool shut_down_flag() const noexcept { return shut_down_seen.load(std::memory_order_acquire); }
+    // Asks for the lines an op's submission writes here (the lock's, the keep-awake counts'), which the
+    // thread that completed the op before it wrote last.
+    void prefetch_for_submission() const noexcept {
+      prefetch_for_write(&mutex, sizeof(mutex));
+      prefetch_for_write(&owed, sizeof(owed));
+    }
     // Keeping the context awake (io_contexts only; see the top of this file).
-    std::atomic<std::size_t> owed{0};              // completions still owed here by ops that keep it awake
+    alignas(64) std::atomic<std::size_t> owed{0};  // completions still owed here by ops that keep it awake
     std::atomic<bool> kept_awake{false};           // a keep_awake task is queued or running
     std::atomic<std::int64_t> last_activity{0};    // steady_clock ticks of the last submission or completion
-    std::atomic<std::uint64_t> posted{0};          // completions posted here so far (ends a keep_awake turn)
-    std::atomic<std::size_t> posted_not_run{0};    // posted completions whose handler has not finished
+    std::atomic<std::size_t> handed_over{0};       // completions handed to a turn's mailbox (a diagnostic)
+    // What a waiting turn watches.
+    alignas(64) std::atomic<std::uint64_t> posted{0};  // completions posted here so far (ends a keep_awake turn)
+    std::atomic<std::size_t> posted_not_run{0};        // posted completions whose handler has not finished
 
     // A completion handed straight to a waiting keep_awake turn (see keep_awake), run there.
     struct delivery {
@@ -76,7 +92,6 @@ class pending_handlers : public boost::asio::execution_context::service {
     // The deliveries handed to the current turn: a stack whose head is closed() while no turn waits.
     static delivery* closed() noexcept { return reinterpret_cast<delivery*>(std::uintptr_t{1}); }
     std::atomic<delivery*> mailbox{closed()};
-    std::atomic<std::size_t> handed_over{0};  // completions a turn took from the mailbox (a diagnostic)
     bool mailbox_open() const noexcept { return mailbox.load(std::memory_order_acquire) != closed(); }
     // Hands `item` to the waiting turn; false (the caller keeps it) when no turn waits.
     bool try_hand(delivery* item) noexcept {
@@ -94,16 +109,16 @@ class pending_handlers : public boost::asio::execution_context::service {
       item->next_ = live;
       if (live) live->previous_ = item;
       live = item;
-      item->linked_ = true;
+      item->linked_.store(true, std::memory_order_relaxed);
     }
     // Returns false when `item` was not linked (a shutdown took it already).
     bool unlink(entry* item) noexcept {
-      if (!item->linked_) return false;
+      if (!item->linked_.load(std::memory_order_relaxed)) return false;
       if (item->previous_) item->previous_->next_ = item->next_;
       else live = item->next_;
       if (item->next_) item->next_->previous_ = item->previous_;
       item->previous_ = item->next_ = nullptr;
-      item->linked_ = false;
+      item->linked_.store(false, std::memory_order_release);
       return true;
     }
     std::vector<entry*> unlink_all() {
