@@ -106,6 +106,9 @@ struct engine_core::impl {
   static constexpr std::size_t resident_slots = 256;  // entries of the resident copier's ring
   // A reused slot holding `transfer` (moved in), or one of its own when all are taken.
   single_slot* take_slot(prepared_transfer&& transfer);
+  // What the GPU's work held that the caller may look at once it hears: a registration's lease, the
+  // count of small copies in flight, a staging slot. return_slot releases it too.
+  void release_memory_of(single_slot& slot) noexcept;
   void return_slot(single_slot* slot) noexcept;
   // On the bridge thread: the work of `slot` is done (or failed); completes its op.
   void single_done(single_slot* slot, CUresult result);

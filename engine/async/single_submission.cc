@@ -48,8 +48,14 @@ engine_core::impl::single_slot* engine_core::impl::take_slot(prepared_transfer&&
   return slot;
 }
 
+void engine_core::impl::release_memory_of(single_slot& slot) noexcept {
+  slot.transfer.hold.reset();
+  slot.transfer.counted.reset();
+  if (slot.staged_through != nullptr) small_slots->give_back(std::exchange(slot.staged_through, nullptr));
+}
+
 void engine_core::impl::return_slot(single_slot* slot) noexcept {
-  if (slot->staged_through != nullptr) small_slots->give_back(std::exchange(slot->staged_through, nullptr));
+  release_memory_of(*slot);
   if (slot->index == free_indices::none) {
     delete slot;
     return;
@@ -72,9 +78,7 @@ void engine_core::impl::single_done(single_slot* slot, CUresult result) {
   // the caller hears (who may start the next one at once). The slot goes back after the handler is on
   // its way (its free list is a line the submitting thread wrote last), and before the op is retired:
   // from then on the engine may be destroyed.
-  slot->transfer.hold.reset();
-  slot->transfer.counted.reset();
-  if (slot->staged_through != nullptr) small_slots->give_back(std::exchange(slot->staged_through, nullptr));
+  release_memory_of(*slot);
   const bool finished = op->finish();
   return_slot(slot);
   if (finished) retire(sequence);

@@ -179,8 +179,8 @@ class handler_completion final : public completion, public pending_handlers::ent
   // Posting under the registry's lock: a shutdown waits for this post to finish, and the scheduler,
   // shut down after this service, then destroys the posted handler if it never runs. The executor's
   // record of the posted handler is a reused block too (op_blocks.hpp): it is made on the thread that
-  // completes the op and freed on the one that runs the handler.
-  // A waiting keep_awake turn ends once `posted` moves (a completion handed to its mailbox ends it there).
+  // completes the op and freed on the one that runs the handler. A waiting keep_awake turn ends once
+  // `posted` moves (a completion handed to its mailbox ends it there).
   template <class Run>
   void post_counted(Run run) {
     registry_->posted_not_run.fetch_add(1, std::memory_order_acq_rel);
