@@ -197,6 +197,7 @@ void print_table(const char* title, const std::vector<std::vector<double>>& reac
 int main(int argc, char** argv) try {
   std::size_t bytes = 4096;
   bool resident = false;
+  std::size_t pool_streams = engine_options{}.pool_streams;
   tools::command_line command(bench::program_name(argv[0]),
                               "Where a co_awaited poke's round trip goes, stage by stage, beside the raw\n"
                               "driver's round trip (a diagnostic: prints tables, writes no report).");
@@ -207,6 +208,8 @@ int main(int argc, char** argv) try {
   command.switch_flag("resident", resident,
                       "engines with engine_options::resident_copies on (the pool-stream cases then take the resident "
                       "copier)");
+  command.number("pool-streams", pool_streams,
+                 "engine_options::pool_streams of the engines (the streams of ops given none)");
   command.parse_or_exit(argc, argv, std::cout);
   if (bytes == 0) command.exit_with_usage_error("--bytes is 0; give at least one byte to move");
   if (idle_pause.count() > 0) {
@@ -233,6 +236,7 @@ int main(int argc, char** argv) try {
   };
   engine_options options;
   options.resident_copies = resident;
+  options.pool_streams = pool_streams;
   stream raw_stream = stream::create();
   const double raw_us = raw_round_trip_us(raw, destination.get().get(), source.data(), bytes, raw_stream.get(), false);
   const double raw_synchronized_us =

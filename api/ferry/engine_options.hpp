@@ -121,9 +121,15 @@ struct transfer_options {
 // full batch from the start.
 inline constexpr std::size_t batch_most_copies_limit = 65536;
 
+// The most streams engine_options::pool_streams may ask for.
+inline constexpr std::size_t pool_streams_limit = 1024;
+
 struct engine_options {
   int device = 0;                                      // the engine works in this device's primary context
-  std::size_t pool_streams = 4;                        // streams for ops given no stream
+  // Streams for ops given no stream (1 to pool_streams_limit). Such an op takes the stream the one before
+  // it took while none of the engine's work is left there (one op at a time then keeps to one stream,
+  // where the GPU is done with it sooner), else an idle one, else the next in turn.
+  std::size_t pool_streams = 4;
   completion_policy policy = completion_policy::poll;
   // poll: the poller spins this long after the last activity, then parks (a parked thread takes tens of
   // microseconds to run again on a virtual machine, which the next op would pay). Unset: 1 ms on

@@ -95,6 +95,10 @@ engine_core::impl::impl(const engine_options& opts)
     throw_invalid_argument("engine", "device " + std::to_string(ordinal) + " is not in [0, " + std::to_string(count) + ")");
   }
   if (options.pool_streams == 0) throw_invalid_argument("engine", "pool_streams is 0; the engine needs at least one");
+  if (options.pool_streams > pool_streams_limit) {
+    throw_invalid_argument("engine", "pool_streams " + std::to_string(options.pool_streams) + " is more than " +
+                                         std::to_string(pool_streams_limit));
+  }
   if (options.staging_chunk_bytes == 0 || options.staging_chunks == 0) {
     throw_invalid_argument("engine", "staging_chunk_bytes and staging_chunks must be positive");
   }
@@ -114,14 +118,15 @@ engine_core::impl::impl(const engine_options& opts)
   check_resident(options, driver, device);
   check(driver.cuDevicePrimaryCtxRetain(&context, device), "cuDevicePrimaryCtxRetain", "device " + std::to_string(ordinal));
   caller_context in_engine(driver, context);
+  pool.reserve(options.pool_streams);
   for (std::size_t i = 0; i < options.pool_streams; ++i) {
     CUstream stream = nullptr;
     if (CUresult status = driver.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING); status != CUDA_SUCCESS) {
-      for (CUstream created : pool) driver.cuStreamDestroy(created);
+      for (CUstream created : pool.all()) driver.cuStreamDestroy(created);
       driver.cuDevicePrimaryCtxRelease(device);
       throw_cuda_error(status, "cuStreamCreate", "engine stream pool", std::source_location::current());
     }
-    pool.push_back(stream);
+    pool.add(stream);
   }
   if (!options.spin_window) {
     options.spin_window = cores >= 4 ? std::chrono::microseconds(1000) : std::chrono::microseconds(200);
@@ -141,7 +146,7 @@ engine_core::impl::impl(const engine_options& opts)
                                                  std::move(before_idle_park));
   } catch (...) {
     resident.reset();
-    for (CUstream created : pool) driver.cuStreamDestroy(created);
+    for (CUstream created : pool.all()) driver.cuStreamDestroy(created);
     driver.cuDevicePrimaryCtxRelease(device);
     throw;
   }
@@ -164,7 +169,7 @@ engine_core::impl::impl(const engine_options& opts)
     const copy_batcher::settings batching{options.batch_window, options.batch_most_copies, options.batching,
                                           options.batch_kernel_min_copies, kernel_usable};
     batcher = std::make_unique<copy_batcher>(
-        driver, context, ordinal, *bridge, [this] { return pool[next_pool_stream.fetch_add(1) % pool.size()]; },
+        driver, context, ordinal, *bridge, [this] { return pool.next_in_turn(); },
         batching, [this](copy_batcher::copy& item, CUresult result) { batched_copy_done(item, result); },
         options.on_failure);
   }
@@ -219,7 +224,7 @@ engine_core::impl::~impl() {
   staging.reset();
   small_slots.reset();
   registrations.reset();
-  for (CUstream stream : pool) driver.cuStreamDestroy(stream);
+  for (CUstream stream : pool.all()) driver.cuStreamDestroy(stream);
   driver.cuDevicePrimaryCtxRelease(device);
   // The engine's hold may have been the last on the context: if so, its memory went with it.
   note_context_released();
@@ -247,9 +252,11 @@ int engine_core::device_ordinal() const noexcept { return impl_->ordinal; }
 prepared_transfer engine_core::prepare_copy(std::string_view operation, std::size_t count, std::size_t element_size,
                                             endpoint source, endpoint destination) {
   stage_trace::mark(stage_trace::stage::prepare_begins);
-  // The fast path of a copy given no stream reads and counts it before the copy: fetched while the
-  // arguments are checked (the bridge thread wrote it last, as an earlier copy completed).
+  // The fast path of a copy given no stream reads and counts these before the copy (the small copies in
+  // flight, the work on each pool stream): fetched while the arguments are checked (the bridge thread
+  // wrote them last, as an earlier copy completed).
   prefetch_for_write(&impl_->small_copies_in_flight, sizeof(impl_->small_copies_in_flight));
+  impl_->pool.prefetch();
   caller_context in_engine(impl_->driver, impl_->context);
   prepared_transfer transfer = prepare_copy_1d(operation, count, element_size, source, destination);
   stage_trace::mark(stage_trace::stage::prepare_ends);

@@ -25,6 +25,7 @@
 #include "engine/async/copy_crew.hpp"
 #include "engine/async/free_indices.hpp"
 #include "engine/async/live_sequences.hpp"
+#include "engine/async/pool_streams.hpp"
 #include "engine/async/registration_cache.hpp"
 #include "engine/async/resident_copier.hpp"
 #include "engine/async/small_staging.hpp"
@@ -107,7 +108,8 @@ struct engine_core::impl {
   // A reused slot holding `transfer` (moved in), or one of its own when all are taken.
   single_slot* take_slot(prepared_transfer&& transfer);
   // What the GPU's work held that the caller may look at once it hears: a registration's lease, the
-  // count of small copies in flight, a staging slot. return_slot releases it too.
+  // counts of small copies in flight and of the work on its pool stream, a staging slot. return_slot
+  // releases it too.
   void release_memory_of(single_slot& slot) noexcept;
   void return_slot(single_slot* slot) noexcept;
   // On the bridge thread: the work of `slot` is done (or failed); completes its op.
@@ -151,8 +153,7 @@ struct engine_core::impl {
   int ordinal;
   CUdevice device = 0;
   CUcontext context = nullptr;
-  std::vector<CUstream> pool;
-  std::atomic<std::size_t> next_pool_stream{0};
+  pool_streams pool;
   std::atomic<int> sticky{CUDA_SUCCESS};
 
   std::unique_ptr<completion_bridge> bridge;

@@ -103,8 +103,6 @@ void engine_core::start(operation_factory make_op, prepared_transfer prepared, s
   auto transfer =
       std::allocate_shared<prepared_transfer>(op_blocks::allocator<prepared_transfer>(), std::move(prepared));
   const bool sequenced = stream.has_value();
-  const CUstream target =
-      stream ? *stream : engine.pool[engine.next_pool_stream.fetch_add(1) % engine.pool.size()];
   transfer_plan plan = engine.plan_for(*transfer);
   if (plan == transfer_plan::pinned && engine.batchable(*transfer, sequenced) &&
       engine.offer_to_batcher(op, sequence, transfer)) {
@@ -114,6 +112,14 @@ void engine_core::start(operation_factory make_op, prepared_transfer prepared, s
   // A registered plan is final only once the memory is registered, on an engine thread (run_registered).
   if (plan != transfer_plan::registered) engine.record_plan(*transfer, plan);
   if (plan == transfer_plan::batched) return;
+  CUstream target = nullptr;
+  if (stream) {
+    target = *stream;
+  } else {
+    pool_streams::choice pooled = engine.pool.take();
+    target = pooled.stream;
+    transfer->on_pool_stream = std::move(pooled.held);
+  }
   if (sequenced) {
     engine.sequencer.submit(target, [&engine, op = std::move(op), sequence, transfer = std::move(transfer), target] {
       engine.submit_planned(op, sequence, transfer, target, true);

@@ -51,6 +51,7 @@ engine_core::impl::single_slot* engine_core::impl::take_slot(prepared_transfer&&
 void engine_core::impl::release_memory_of(single_slot& slot) noexcept {
   slot.transfer.hold.reset();
   slot.transfer.counted.reset();
+  slot.transfer.on_pool_stream.reset();
   if (slot.staged_through != nullptr) small_slots->give_back(std::exchange(slot.staged_through, nullptr));
 }
 
@@ -235,11 +236,13 @@ bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_trans
     if (small_copies_in_flight.load() > 0) return false;  // the planner offers it to the batcher
     counted = count_small_copy();                         // alone: straight to a stream
   }
-  CUstream target = stream ? *stream : pool[next_pool_stream.fetch_add(1) % pool.size()];
-  if (stream && !sequencer.try_claim(target)) {  // an op before it is still submitting
+  if (stream && !sequencer.try_claim(*stream)) {  // an op before it is still submitting
     unused_staging();
     return false;
   }
+  pool_streams::choice pooled;
+  if (!stream) pooled = pool.take();
+  CUstream target = stream ? *stream : pooled.stream;
   caller_context in_engine(driver, context);
   stage_trace::mark(stage_trace::stage::enqueue_begins);
   prefetch_bookkeeping();
@@ -247,6 +250,7 @@ bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_trans
   if (resident_eligible(prepared, stream.has_value()) && post_to_resident(prepared, submitted)) {
     plan = transfer_plan::resident;
     target = resident->stream();  // whose status is the copy's
+    pooled.held.reset();          // the pool stream stays idle
   } else if (staging_slot != nullptr) {
     submitted = enqueue_small_staged(prepared, target, staging_slot);
   } else {
@@ -265,6 +269,7 @@ bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_trans
     slot->staged_through = std::exchange(staging_slot, nullptr);
     slot->transfer.plan = plan;
     slot->transfer.counted = std::move(counted);
+    slot->transfer.on_pool_stream = std::move(pooled.held);
     slot->stream = target;
     sequence = admit();
     stage_trace::mark(stage_trace::stage::admitted);

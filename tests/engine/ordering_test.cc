@@ -1,5 +1,6 @@
 // Ordering: submission order on one stream (also across staged and single-DMA ops), overlap on pool
-// streams, cross-stream dependencies through events, and wait_all.
+// streams (a small op never waits behind a large one there), cross-stream dependencies through events,
+// and wait_all.
 #include "ferry/engine.hpp"
 
 #include <boost/asio/io_context.hpp>
@@ -89,6 +90,42 @@ BOOST_AUTO_TEST_CASE(ops_on_pool_streams_overlap, *ferry::testing::only_on_sim()
   BOOST_TEST(took >= 320.0);  // the copies were paced
   BOOST_TEST(sim::copies_in_flight_peak() == 4u, "at most " << sim::copies_in_flight_peak() << " of 4 copies ran at once");
   for (int i = 0; i < 4; ++i) BOOST_TEST(same_bytes(peek_list_array(count, destinations[i].get()), values[i]));
+}
+
+BOOST_AUTO_TEST_CASE(a_small_op_given_no_stream_does_not_wait_behind_a_large_one_in_flight,
+                     *ferry::testing::only_on_sim()) {
+  // At 25 MB/s the 8 MB copy runs for 320 ms; ops one at a time keep to one pool stream, but one that finds
+  // that stream busy must take another and finish long before the large copy.
+  const std::size_t count = (8 << 20) / 4;
+  const auto large = random_vector<std::uint32_t>(count, 310);
+  const auto small = random_vector<std::uint32_t>(1024, 311);
+  auto source = gpu.allocate<std::uint32_t>(count);
+  auto destination = gpu.allocate<std::uint32_t>(count);
+  auto small_destination = gpu.allocate<std::uint32_t>(small.size());
+  poke_list_array(std::span<const std::uint32_t>(large), source.get());
+  pinned_buffer<std::uint32_t> pinned = pinned_buffer<std::uint32_t>::allocate(small.size());
+  std::copy(small.begin(), small.end(), pinned.data());
+  // One op first, alone, so that the pool stream it took is the one the large copy takes too.
+  gpu.poke(pinned_span(host_ptr<const std::uint32_t>(pinned.get()), small.size()), small_destination.get(),
+           asio::use_future)
+      .get();
+  sim::set_copy_bandwidth(25e6);
+  bool large_done = false, small_done = false, small_before_large = false;
+  gpu.copy(device_ptr<const std::uint32_t>(source.get()), destination.get(), count, [&](auto error, std::size_t) {
+    BOOST_TEST(!error);
+    large_done = true;
+  });
+  gpu.poke(pinned_span(host_ptr<const std::uint32_t>(pinned.get()), small.size()), small_destination.get(),
+           [&](auto error, std::size_t) {
+             BOOST_TEST(!error);
+             small_done = true;
+             small_before_large = !large_done;
+           });
+  BOOST_TEST(ferry::testing::run_until(io, [&] { return small_done && large_done; }));
+  sim::set_copy_bandwidth(0);
+  BOOST_TEST(small_before_large);
+  BOOST_TEST(same_bytes(peek_list_array(count, destination.get()), large));
+  BOOST_TEST(same_bytes(peek_list_array(small.size(), small_destination.get()), small));
 }
 
 BOOST_AUTO_TEST_CASE(order_makes_one_stream_wait_for_another_without_a_host_wait) {

@@ -212,6 +212,27 @@ BOOST_AUTO_TEST_CASE(while_every_slot_is_in_use_pokes_are_driver_staged_and_peek
   BOOST_TEST(narrow.plan_counts().driver_staged == 2u);
 }
 
+BOOST_AUTO_TEST_CASE(pool_stream_counts_outside_their_range_are_refused) {
+  engine_options settings = options;
+  settings.pool_streams = 0;
+  ferry::testing::expect_error<std::invalid_argument>([&] { engine refused{io.get_executor(), settings}; },
+                                                      {"engine: pool_streams is 0; the engine needs at least one"});
+  settings.pool_streams = std::numeric_limits<std::size_t>::max();
+  ferry::testing::expect_error<std::invalid_argument>(
+      [&] { engine refused{io.get_executor(), settings}; },
+      {"engine: pool_streams 18446744073709551615 is more than 1024"});
+  settings.pool_streams = pool_streams_limit + 1;
+  ferry::testing::expect_error<std::invalid_argument>([&] { engine refused{io.get_executor(), settings}; },
+                                                      {"engine: pool_streams 1025 is more than 1024"});
+  // The largest count works.
+  settings.pool_streams = pool_streams_limit;
+  engine widest{io.get_executor(), settings};
+  auto destination = widest.allocate<std::uint8_t>(100);
+  const auto values = random_vector<std::uint8_t>(100, 851);
+  widest.poke(std::span<const std::uint8_t>(values), destination.get(), asio::use_future).get();
+  BOOST_TEST(same_bytes(peek_list_array(values.size(), destination.get()), values));
+}
+
 BOOST_AUTO_TEST_CASE(small_staging_settings_beyond_what_can_be_held_are_refused) {
   engine_options settings = options;
   settings.small_staging_slots = 65537;

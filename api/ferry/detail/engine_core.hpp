@@ -82,6 +82,7 @@ struct prepared_transfer {
   batch_path batching = batch_path::automatic;  // how it moves if batched (transfer_options::batching)
   std::shared_ptr<void> hold;  // kept until the GPU is done (a registration lease)
   in_flight_count counted;  // the engine's count of small copies in flight, released with the transfer
+  in_flight_count on_pool_stream;  // the count of the engine's work on its pool stream (given no stream)
   // Single-submission ops: puts the work on a stream. It is given the transfer itself, so that a plain
   // copy's enqueue keeps no state of its own and std::function holds it without an allocation.
   std::function<CUresult(const prepared_transfer&, CUstream)> enqueue;
