@@ -230,6 +230,13 @@ engine_core::impl::~impl() {
   note_context_released();
 }
 
+CUstream engine_core::impl::target_for(prepared_transfer& transfer, std::optional<CUstream> stream) {
+  if (stream) return *stream;
+  pool_streams::choice pooled = pool.take();
+  transfer.on_pool_stream = std::move(pooled.held);
+  return pooled.stream;
+}
+
 void engine_core::impl::post_work(std::function<void()> work) {
   boost::asio::post(workers, [this, work = std::move(work)] {
     use_context(driver, context);

@@ -59,6 +59,10 @@ struct engine_core::impl {
   void fail(const std::shared_ptr<operation>& op, CUresult status, const std::string& where);
   std::string where(const prepared_transfer& transfer, CUstream stream) const;
 
+  // The stream `transfer` goes on: `stream`, else a pool stream, whose count of work in flight the
+  // transfer then holds (released with its memory).
+  CUstream target_for(prepared_transfer& transfer, std::optional<CUstream> stream);
+
   // The planner's steps (planner.cc), in the order start() takes them. The plan of a transfer the fast
   // path did not take: pinned, registered or staged (a forced plan stands).
   transfer_plan plan_for(const prepared_transfer& transfer);

@@ -112,14 +112,7 @@ void engine_core::start(operation_factory make_op, prepared_transfer prepared, s
   // A registered plan is final only once the memory is registered, on an engine thread (run_registered).
   if (plan != transfer_plan::registered) engine.record_plan(*transfer, plan);
   if (plan == transfer_plan::batched) return;
-  CUstream target = nullptr;
-  if (stream) {
-    target = *stream;
-  } else {
-    pool_streams::choice pooled = engine.pool.take();
-    target = pooled.stream;
-    transfer->on_pool_stream = std::move(pooled.held);
-  }
+  const CUstream target = engine.target_for(*transfer, stream);
   if (sequenced) {
     engine.sequencer.submit(target, [&engine, op = std::move(op), sequence, transfer = std::move(transfer), target] {
       engine.submit_planned(op, sequence, transfer, target, true);

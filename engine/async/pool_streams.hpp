@@ -30,7 +30,6 @@ class pool_streams {
   // Room for `capacity` streams (engine_options::pool_streams, checked), made once before the first add().
   void reserve(std::size_t capacity) {
     busy_ = std::make_unique<std::atomic<std::size_t>[]>(capacity);
-    capacity_ = capacity;
     streams_.reserve(capacity);
   }
   // At most `capacity` of them.
@@ -69,7 +68,7 @@ class pool_streams {
   // Asks for the counts' line, which the thread that completed the last op wrote: take() reads and
   // writes it. (The first two lines at most: a pool larger than that gains nothing from it.)
   void prefetch() const noexcept {
-    prefetch_for_write(busy_.get(), std::min<std::size_t>(capacity_ * sizeof(std::atomic<std::size_t>), 128));
+    prefetch_for_write(busy_.get(), std::min<std::size_t>(streams_.size() * sizeof(std::atomic<std::size_t>), 128));
   }
 
  private:
@@ -77,7 +76,6 @@ class pool_streams {
   // The engine's work in flight on each stream: side by side, so that one line holds them (a pool of at
   // most eight streams).
   std::unique_ptr<std::atomic<std::size_t>[]> busy_;
-  std::size_t capacity_ = 0;
   std::atomic<std::size_t> last_{0};  // the stream that took the last counted work
   std::atomic<std::size_t> turn_{0};
 };

@@ -240,9 +240,7 @@ bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_trans
     unused_staging();
     return false;
   }
-  pool_streams::choice pooled;
-  if (!stream) pooled = pool.take();
-  CUstream target = stream ? *stream : pooled.stream;
+  CUstream target = target_for(prepared, stream);
   caller_context in_engine(driver, context);
   stage_trace::mark(stage_trace::stage::enqueue_begins);
   prefetch_bookkeeping();
@@ -250,7 +248,7 @@ bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_trans
   if (resident_eligible(prepared, stream.has_value()) && post_to_resident(prepared, submitted)) {
     plan = transfer_plan::resident;
     target = resident->stream();  // whose status is the copy's
-    pooled.held.reset();          // the pool stream stays idle
+    prepared.on_pool_stream.reset();  // the pool stream stays idle
   } else if (staging_slot != nullptr) {
     submitted = enqueue_small_staged(prepared, target, staging_slot);
   } else {
@@ -269,7 +267,6 @@ bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_trans
     slot->staged_through = std::exchange(staging_slot, nullptr);
     slot->transfer.plan = plan;
     slot->transfer.counted = std::move(counted);
-    slot->transfer.on_pool_stream = std::move(pooled.held);
     slot->stream = target;
     sequence = admit();
     stage_trace::mark(stage_trace::stage::admitted);
