@@ -234,11 +234,15 @@ BOOST_AUTO_TEST_CASE(completions_handed_to_the_waiting_io_thread_run_once_each_i
 BOOST_AUTO_TEST_CASE(a_completion_posted_before_one_handed_over_runs_first) {
   // The engine's handler machinery driven by hand, while a keep-awake turn waits: completion 1 does not
   // keep the io_context awake (spin 0), so it is always posted; completion 2 does, and is handed to the
-  // turn when the turn still waits. Completion 2's handler must not overtake completion 1's, still queued.
+  // turn when the turn still waits. Completion 2's handler must not overtake completion 1's, still queued;
+  // the turn then posts it behind completion 1. Completion 3, handed to the next turn once that one
+  // waits, must not overtake completion 2's.
   auto deliver = [](auto&& handler, boost::system::error_code error, std::size_t bytes) {
     std::move(handler)(error, bytes);
   };
   using deliver_type = decltype(deliver);
+  using completion_type = detail::handler_completion<std::function<void(boost::system::error_code, std::size_t)>,
+                                                     deliver_type>;
   // Completion 2 is handed over only when it beats the turn, which stops waiting once completion 1 is
   // posted: rounds are repeated until that happened a few times (or 10 s passed: sanitizers slow it).
   std::size_t rounds_handed = 0;
@@ -248,24 +252,32 @@ BOOST_AUTO_TEST_CASE(a_completion_posted_before_one_handed_over_runs_first) {
     const auto registry = asio::use_service<detail::pending_handlers>(io).shared_registry();
     std::vector<int> order;  // the io thread's
     auto record = [&](boost::system::error_code, std::size_t which) { order.push_back(static_cast<int>(which)); };
-    detail::handler_completion<decltype(record), deliver_type> first(record, io.get_executor(), deliver,
-                                                                     std::chrono::microseconds(0));
-    detail::handler_completion<decltype(record), deliver_type> second(record, io.get_executor(), deliver,
-                                                                      std::chrono::seconds(10));
+    completion_type first(record, io.get_executor(), deliver, std::chrono::microseconds(0));
+    completion_type second(record, io.get_executor(), deliver, std::chrono::seconds(10));
+    completion_type third(record, io.get_executor(), deliver, std::chrono::seconds(10));
     const std::size_t handed_before = registry->handed_over.load();
     auto work = asio::make_work_guard(io);
     std::thread runner([&] { io.run(); });
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (!registry->mailbox_open() && std::chrono::steady_clock::now() < deadline) {
-    }
+    auto wait_while_mailbox_open = [&](bool open) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (registry->mailbox_open() == open && std::chrono::steady_clock::now() < deadline) {
+      }
+    };
+    wait_while_mailbox_open(false);
     first.complete({}, 1);   // posted
     second.complete({}, 2);  // handed over if the turn still waits, else posted behind completion 1
+    if (registry->handed_over.load() > handed_before) {
+      ++rounds_handed;
+      wait_while_mailbox_open(true);   // the turn that took completion 2 ends
+      wait_while_mailbox_open(false);  // and the next one waits
+    }
+    third.complete({}, 3);
     work.reset();
     runner.join();
-    if (registry->handed_over.load() > handed_before) ++rounds_handed;
-    BOOST_TEST_REQUIRE(order.size() == 2u);
+    BOOST_TEST_REQUIRE(order.size() == 3u);
     BOOST_TEST(order[0] == 1);
     BOOST_TEST(order[1] == 2);
+    BOOST_TEST(order[2] == 3);
   }
   BOOST_TEST_MESSAGE(rounds_handed << " rounds handed completion 2 over");
   BOOST_TEST(rounds_handed > 0u);  // the case under test happened
@@ -307,6 +319,40 @@ BOOST_AUTO_TEST_CASE(a_handler_that_throws_leaves_io_run_and_the_others_still_ru
   BOOST_TEST(thrown == 1);
   BOOST_TEST(first_calls == 1);
   BOOST_TEST(second_calls == 1);
+}
+
+BOOST_AUTO_TEST_CASE(ops_queued_on_one_stream_complete_in_order_on_the_waiting_io_thread) {
+  // Ops on one stream held back by a gate, then let go at once: their completions reach the io thread
+  // close together, handed to its waiting turns or posted; the handlers still run in the ops' order.
+  const int per_round = 8, rounds = 40;
+  asio::io_context io;
+  engine gpu{io.get_executor(), with_spin(std::chrono::seconds(10))};
+  const std::vector<std::uint32_t> values = random_vector<std::uint32_t>(count * per_round, 1301);
+  auto source = pinned_buffer<std::uint32_t>::allocate(count * per_round);
+  std::copy(values.begin(), values.end(), source.data());
+  auto device = device_buffer<std::uint32_t>::allocate(count * per_round);
+  std::vector<int> order;
+  int failures = 0;
+  for (int round = 0; round < rounds; ++round) {
+    stream s = stream::create();
+    ferry::testing::stream_gate gate{s};
+    order.clear();
+    for (int i = 0; i < per_round; ++i) {
+      gpu.poke(pinned_span(host_ptr<const std::uint32_t>(source.get() + i * count), count), device.get() + i * count,
+               s, [&, i](boost::system::error_code error, std::size_t bytes) {
+                 if (error || bytes != count * 4) ++failures;
+                 order.push_back(i);
+               });
+    }
+    gate.open();
+    BOOST_TEST_REQUIRE(ferry::testing::run_until(
+        io, [&] { return order.size() == static_cast<std::size_t>(per_round); }, std::chrono::seconds(30)));
+    for (int i = 0; i < per_round; ++i) BOOST_TEST_REQUIRE(order[i] == i);
+  }
+  BOOST_TEST(failures == 0);
+  const auto back = peek_list_array(count * per_round, device_ptr<const std::uint32_t>(device.get()));
+  BOOST_TEST(std::equal(values.begin(), values.end(), back.begin()));
+  ferry::testing::run_for_a_while(io, std::chrono::milliseconds(20));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
