@@ -99,7 +99,8 @@ void small_rows_again(transfer_fixture& f, engine& gpu, const std::function<bool
 // Every size with the engine's default options; then the page-locked copies the resident copier takes
 // (up to 64 KiB) once more, by an engine with engine_options::resident_copies on: rows named *_resident;
 // and the pageable pokes the small staging slots take, once more by an engine without them, through the
-// driver's own staging (driver_staged, the plan below driver_staged_max_bytes): rows named *_driver_staged.
+// driver's own staging (driver_staged, the plan below driver_staged_max_bytes): rows named *_driver_staged;
+// and the pageable pokes around driver_staged_max_bytes both ways (*_driver_staged and *_pool).
 std::vector<result> size_sweep(transfer_fixture& f) {
   std::vector<comparison_spec> table;
   for (std::size_t size = 4096; size <= f.largest; size *= (size < (1u << 20) ? 16 : 4)) {
@@ -115,6 +116,21 @@ std::vector<result> size_sweep(transfer_fixture& f) {
   engine driver_staging{f.io.get_executor(), without_slots};
   small_rows_again(f, driver_staging, [](const std::string& prefix) { return prefix == "h2d_pageable_"; },
                    "_driver_staged", table);
+  // Around driver_staged_max_bytes, where the planner switches a poke of pageable memory from the
+  // driver's staging to the staging pool: 256 KiB and 1 MiB pokes both ways, the pool's by an engine whose
+  // driver_staged_max_bytes is below them (rows *_driver_staged and *_pool).
+  engine_options pool_only;
+  pool_only.driver_staged_max_bytes = pool_only.small_staged_max_bytes;
+  engine pool_staging{f.io.get_executor(), pool_only};
+  for (std::size_t size : {std::size_t{256} << 10, std::size_t{1} << 20}) {
+    for (engine* gpu : {&f.gpu, &pool_staging}) {
+      for (const sweep_case& c : sweep_cases(f, *gpu)) {
+        if (c.prefix == "h2d_pageable_") {
+          table.push_back(sweep_row(f, c, size, gpu == &pool_staging ? "_pool" : "_driver_staged"));
+        }
+      }
+    }
+  }
   return compare_all(table);
 }
 
