@@ -4,6 +4,7 @@
 // managed prefetch).
 #include <algorithm>
 #include <functional>
+#include <initializer_list>
 #include <iostream>
 #include <span>
 #include <string>
@@ -85,11 +86,11 @@ comparison_spec sweep_row(transfer_fixture& f, const sweep_case& c, std::size_t 
   return spec;
 }
 
-// The sweep's 4 and 64 KiB rows of the cases whose prefix `takes` accepts, once more by `gpu`, each name
-// ending in `suffix`.
-void small_rows_again(transfer_fixture& f, engine& gpu, const std::function<bool(const std::string&)>& takes,
-                      const std::string& suffix, std::vector<comparison_spec>& table) {
-  for (std::size_t size : {std::size_t{4096}, std::size_t{64} << 10}) {
+// Rows of `sizes` of the cases whose prefix `takes` accepts, by `gpu`, each name ending in `suffix`.
+void rows_again(transfer_fixture& f, engine& gpu, const std::function<bool(const std::string&)>& takes,
+                std::initializer_list<std::size_t> sizes, const std::string& suffix,
+                std::vector<comparison_spec>& table) {
+  for (std::size_t size : sizes) {
     for (const sweep_case& c : sweep_cases(f, gpu)) {
       if (takes(c.prefix)) table.push_back(sweep_row(f, c, size, suffix));
     }
@@ -109,28 +110,23 @@ std::vector<result> size_sweep(transfer_fixture& f) {
   engine_options one_at_a_time;
   one_at_a_time.resident_copies = true;
   engine resident{f.io.get_executor(), one_at_a_time};
-  small_rows_again(f, resident, [](const std::string& prefix) { return prefix.find("pinned") != std::string::npos; },
-                   "_resident", table);
+  const std::initializer_list<std::size_t> small{std::size_t{4096}, std::size_t{64} << 10};
+  const auto pinned = [](const std::string& prefix) { return prefix.find("pinned") != std::string::npos; };
+  const auto pageable_poke = [](const std::string& prefix) { return prefix == "h2d_pageable_"; };
+  rows_again(f, resident, pinned, small, "_resident", table);
   engine_options without_slots;
   without_slots.small_staged_max_bytes = 0;
   engine driver_staging{f.io.get_executor(), without_slots};
-  small_rows_again(f, driver_staging, [](const std::string& prefix) { return prefix == "h2d_pageable_"; },
-                   "_driver_staged", table);
+  rows_again(f, driver_staging, pageable_poke, small, "_driver_staged", table);
   // Around driver_staged_max_bytes, where the planner switches a poke of pageable memory from the
   // driver's staging to the staging pool: 256 KiB and 1 MiB pokes both ways, the pool's by an engine whose
-  // driver_staged_max_bytes is below them (rows *_driver_staged and *_pool).
+  // driver_staged_max_bytes is below them.
+  const std::initializer_list<std::size_t> around_switch{std::size_t{256} << 10, std::size_t{1} << 20};
   engine_options pool_only;
   pool_only.driver_staged_max_bytes = pool_only.small_staged_max_bytes;
   engine pool_staging{f.io.get_executor(), pool_only};
-  for (std::size_t size : {std::size_t{256} << 10, std::size_t{1} << 20}) {
-    for (engine* gpu : {&f.gpu, &pool_staging}) {
-      for (const sweep_case& c : sweep_cases(f, *gpu)) {
-        if (c.prefix == "h2d_pageable_") {
-          table.push_back(sweep_row(f, c, size, gpu == &pool_staging ? "_pool" : "_driver_staged"));
-        }
-      }
-    }
-  }
+  rows_again(f, f.gpu, pageable_poke, around_switch, "_driver_staged", table);
+  rows_again(f, pool_staging, pageable_poke, around_switch, "_pool", table);
   return compare_all(table);
 }
 
