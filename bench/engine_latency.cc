@@ -1,6 +1,7 @@
 // The engine's completion path against the raw driver, same process: a co_awaited 4 KiB poke from
 // initiation to coroutine resumption (per completion policy, with the poller writing the completion
-// flags, and given no stream to the resident copier), the same poke waited on through use_future by a
+// flags, given no stream to the resident copier, and each after 2 ms of the caller's own work, with
+// the poller's CPU meanwhile), the same poke waited on through use_future by a
 // thread that runs no io_context, the poller's CPU use over an idle second, the
 // initiating call's cost (both ways of writing the flags), and 1024 concurrent 4 KiB copies (pokes by
 // each batch path, and peeks), with where their time went on the io thread (printed, not reported).
@@ -87,14 +88,28 @@ struct setup {
   stream raw_stream = stream::create();
 };
 
+// How round trips follow each other: back to back, or each after the caller's own work (a spin of
+// `work_between` on the thread that starts it, as a service's handling of a request between transfers).
+struct pacing {
+  int samples = latency_samples;
+  std::chrono::microseconds work_between{0};
+  void work() const {
+    if (work_between.count() == 0) return;
+    const auto until = clock_type::now() + work_between;
+    while (clock_type::now() < until) {
+    }
+  }
+};
+
 // Raw: cuMemcpyHtoDAsync, then how the policy's raw equivalent learns completion.
-std::vector<double> raw_round_trips(setup& s, completion_policy policy, CUstream stream) {
+std::vector<double> raw_round_trips(setup& s, completion_policy policy, CUstream stream, const pacing& pace) {
   unsigned flags = CU_EVENT_DISABLE_TIMING | (policy == completion_policy::blocking_sync ? CU_EVENT_BLOCKING_SYNC : 0);
   CUevent event = nullptr;
   check(s.raw.cuEventCreate(&event, flags), "cuEventCreate");
   std::vector<double> samples;
   std::atomic<bool> fired{false};
-  for (int i = 0; i < latency_samples; ++i) {
+  for (int i = 0; i < pace.samples; ++i) {
+    pace.work();
     const auto start = clock_type::now();
     check(s.raw.cuMemcpyHtoDAsync(s.destination.get().get(), s.source.data(), small_bytes, stream), "cuMemcpyHtoDAsync");
     if (policy == completion_policy::host_callback) {
@@ -118,10 +133,12 @@ std::vector<double> raw_round_trips(setup& s, completion_policy policy, CUstream
   return samples;
 }
 
-std::vector<double> ferry_coroutine_round_trips(setup& s, engine& gpu, asio::io_context& io, transfer_options on) {
+std::vector<double> ferry_coroutine_round_trips(setup& s, engine& gpu, asio::io_context& io, transfer_options on,
+                                                const pacing& pace) {
   std::vector<double> samples;
   asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-    for (int i = 0; i < latency_samples; ++i) {
+    for (int i = 0; i < pace.samples; ++i) {
+      pace.work();  // on the io thread, between one op's handler and the next op
       const auto start = clock_type::now();
       co_await gpu.poke(pinned_span(host_ptr<const std::uint8_t>(s.source.get()), small_bytes), s.destination.get(), on,
                         asio::use_awaitable);
@@ -135,11 +152,13 @@ std::vector<double> ferry_coroutine_round_trips(setup& s, engine& gpu, asio::io_
 
 // The same round trip from a thread that runs no io_context and waits on a std::future (the engine's
 // io_context runs on a thread of its own meanwhile, as a service's would).
-std::vector<double> ferry_future_round_trips(setup& s, engine& gpu, asio::io_context& io, transfer_options on) {
+std::vector<double> ferry_future_round_trips(setup& s, engine& gpu, asio::io_context& io, transfer_options on,
+                                             const pacing& pace) {
   std::vector<double> samples;
   io.restart();
   const bench::io_thread runs_io(io);
-  for (int i = 0; i < latency_samples; ++i) {
+  for (int i = 0; i < pace.samples; ++i) {
+    pace.work();
     const auto start = clock_type::now();
     gpu.poke(pinned_span(host_ptr<const std::uint8_t>(s.source.get()), small_bytes), s.destination.get(), on,
              asio::use_future)
@@ -159,6 +178,8 @@ struct configuration {
   // engine_options::resident_copies, with the pokes given no stream (the resident copier takes only those).
   bool resident = false;
   bool waits_on_future = false;  // ferry_future_round_trips instead of a coroutine
+  pacing pace{};
+  bool fixed_spin = false;  // max_spin_window = spin_window: the poller's spin after activity never grows
 };
 
 // The round trip's p50 and p99, ferry's beside raw's, from blocks of samples after a warm-up of both
@@ -170,18 +191,28 @@ std::vector<bench::result> round_trip_rows(setup& s, const configuration& config
   engine_settings.executor_spin = config.executor_spin;
   engine_settings.marks = config.marks;
   engine_settings.resident_copies = config.resident;
+  if (config.fixed_spin) {
+    engine_settings.spin_window = std::chrono::milliseconds(1);
+    engine_settings.max_spin_window = engine_settings.spin_window;
+  }
   engine gpu{io.get_executor(), engine_settings};
   stream own_stream = stream::create();
   const transfer_options ferry_stream = config.resident ? transfer_options{} : transfer_options{own_stream};
   const auto ferry_round_trips = config.waits_on_future ? ferry_future_round_trips : ferry_coroutine_round_trips;
-  ferry_round_trips(s, gpu, io, ferry_stream);
-  raw_round_trips(s, config.policy, s.raw_stream.get());
+  const pacing warm_up = config.pace.work_between.count() == 0 ? config.pace : pacing{100, config.pace.work_between};
+  ferry_round_trips(s, gpu, io, ferry_stream, warm_up);
+  raw_round_trips(s, config.policy, s.raw_stream.get(), warm_up);
   std::vector<double> ferry_samples, raw_samples;
+  double poller_seconds = 0, ferry_seconds = 0;
   for (int block = 0; block < 3; ++block) {
-    std::fprintf(stderr, "\r  roundtrip_4KiB%-14s block %d/3", config.suffix.c_str(), block + 1);
-    auto f = ferry_round_trips(s, gpu, io, ferry_stream);
+    std::fprintf(stderr, "\r  roundtrip_4KiB%-22s block %d/3", config.suffix.c_str(), block + 1);
+    const double poller_before = gpu.poller_cpu_seconds();
+    const auto ferry_start = clock_type::now();
+    auto f = ferry_round_trips(s, gpu, io, ferry_stream, config.pace);
+    ferry_seconds += std::chrono::duration<double>(clock_type::now() - ferry_start).count();
+    poller_seconds += gpu.poller_cpu_seconds() - poller_before;
     s.verify(small_bytes);
-    auto r = raw_round_trips(s, config.policy, s.raw_stream.get());
+    auto r = raw_round_trips(s, config.policy, s.raw_stream.get(), config.pace);
     s.verify(small_bytes);
     ferry_samples.insert(ferry_samples.end(), f.begin(), f.end());
     raw_samples.insert(raw_samples.end(), r.begin(), r.end());
@@ -191,6 +222,14 @@ std::vector<bench::result> round_trip_rows(setup& s, const configuration& config
   for (auto [tail, p] : {std::pair{"_p50", 0.5}, std::pair{"_p99", 0.99}}) {
     results.push_back({"roundtrip_4KiB" + config.suffix + tail, 0, percentile(ferry_samples, p),
                        percentile(raw_samples, p), static_cast<int>(ferry_samples.size()), 1, ""});
+  }
+  if (config.pace.work_between.count() > 0) {
+    // What staying awake through the pauses costs: the poller's CPU over ferry's blocks (the io thread is
+    // the caller's, busy with its own work between ops either way). No raw counterpart: both columns hold
+    // ferry's figure.
+    const double percent = poller_seconds / ferry_seconds * 100.0;
+    results.push_back({"poller_cpu" + config.suffix, 0, percent, percent, 1, 1, "% of a core"});
+    return results;
   }
   // The poller's idle cost depends on neither the io thread nor who writes the marks.
   if (config.suffix == "_parked_io" || config.marks != completion_mark::by_submitter || config.resident ||
@@ -216,6 +255,7 @@ std::vector<bench::result> round_trip_rows(setup& s, const configuration& config
 // (the raw side spins on its event, as for poll).
 std::vector<bench::result> round_trips(setup& s) {
   const std::optional<std::chrono::microseconds> default_spin;
+  const pacing every_2ms{250, std::chrono::milliseconds(2)};
   std::vector<bench::result> results;
   for (const configuration& config : {configuration{"", completion_policy::poll, default_spin},
                                       configuration{"_parked_io", completion_policy::poll, std::chrono::microseconds(0)},
@@ -226,7 +266,11 @@ std::vector<bench::result> round_trips(setup& s) {
                                       configuration{"_use_future", completion_policy::poll, default_spin,
                                                     completion_mark::by_submitter, false, true},
                                       configuration{"_host_callback", completion_policy::host_callback, default_spin},
-                                      configuration{"_blocking_sync", completion_policy::blocking_sync, default_spin}}) {
+                                      configuration{"_blocking_sync", completion_policy::blocking_sync, default_spin},
+                                      configuration{"_every_2ms", completion_policy::poll, default_spin,
+                                                    completion_mark::by_submitter, false, false, every_2ms},
+                                      configuration{"_every_2ms_fixed_spin", completion_policy::poll, default_spin,
+                                                    completion_mark::by_submitter, false, false, every_2ms, true}}) {
     const std::vector<bench::result> rows = round_trip_rows(s, config);
     results.insert(results.end(), rows.begin(), rows.end());
   }
@@ -327,7 +371,10 @@ void many_copies(setup& s, asio::io_context& io, engine& gpu, bool peeks, many_c
         co_await gpu.poke(pinned_span(host_ptr<const std::uint8_t>(s.source.get() + offset), small_bytes),
                           s.destination.get() + offset, asio::use_awaitable);
       }
-      ++done;
+      // The run ends with the last copy's handler, as the raw side's with its stream's synchronization:
+      // not when run() would return by itself, after the engine's keep-awake task has lingered
+      // (engine_options::executor_spin) and left the io_context without work.
+      if (++done == concurrent_ops) io.stop();
     }, asio::detached);
   }
   io.restart();

@@ -76,6 +76,12 @@ ENGINE_LABELS = {
     "roundtrip_4KiB_resident_p99": "round trip, given no stream, resident copier on, 99th percentile",
     "roundtrip_4KiB_use_future_p50": "round trip, a thread waiting on use_future's future, median",
     "roundtrip_4KiB_use_future_p99": "round trip, a thread waiting on use_future's future, 99th percentile",
+    "roundtrip_4KiB_every_2ms_p50": "round trip after 2 ms of the caller's own work, median",
+    "roundtrip_4KiB_every_2ms_p99": "round trip after 2 ms of the caller's own work, 99th percentile",
+    "poller_cpu_every_2ms": "poller CPU meanwhile",
+    "roundtrip_4KiB_every_2ms_fixed_spin_p50": "the same, the poller's spin fixed at 1 ms (max_spin_window), median",
+    "roundtrip_4KiB_every_2ms_fixed_spin_p99": "the same, spin fixed at 1 ms, 99th percentile",
+    "poller_cpu_every_2ms_fixed_spin": "poller CPU meanwhile, spin fixed at 1 ms",
     "poller_idle_cpu_poll": "poller CPU over an idle second, poll",
     "poller_idle_cpu_host_callback": "poller CPU over an idle second, host_callback",
     "poller_idle_cpu_blocking_sync": "poller CPU over an idle second, blocking_sync",
@@ -131,6 +137,14 @@ SMALL_PAGEABLE_ROWS = [(f"{d}_pageable_{size}{suffix}", f"{what}, {size[:-3]} {s
                                              ("d2h", "device to host", (("", "small slot (default)"),)))
                        for suffix, how in ways]
 
+# The size sweep's page-locked copies of 1 and 4 MiB, whose trials each start after the checks of the run
+# before: by the default engine (the poller's spin after activity grows to cover such pauses) and by one
+# whose spin stays at 1 ms (max_spin_window = spin_window).
+SPIN_GROWTH_ROWS = [(f"{d}_pinned_{size}{suffix}", f"{what}, {size[:-3]} {size[-3:]}, {how}")
+                    for size in ("1MiB", "4MiB")
+                    for d, what in (("h2d", "host to device"), ("d2h", "device to host"))
+                    for suffix, how in (("", "spin grows (default)"), ("_fixed_spin", "spin fixed at 1 ms"))]
+
 # bench/peer_bandwidth's rows: device 0 -> 1 (peer_) or both at once (peer_bidir_), by the path named last.
 PEER_PATHS = {"": "automatic path", "_copy_engine": "one copy engine", "_split": "split over copy engines",
               "_kernel": "copy kernel over NVLink"}
@@ -146,6 +160,7 @@ TABLES = {
     "fast-paths": {"source": "h200.json", "kind": "rows", "rows": FAST_PATHS},
     "resident": {"source": "h200.json", "kind": "rows", "rows": RESIDENT_ROWS},
     "small-pageable": {"source": "h200.json", "kind": "rows", "rows": SMALL_PAGEABLE_ROWS},
+    "spin-growth": {"source": "h200.json", "kind": "rows", "rows": SPIN_GROWTH_ROWS},
     "engine": {"source": "h200-engine.json", "kind": "all", "labels": ENGINE_LABELS},
     "blocks": {"source": "h200-blocks.json", "kind": "all", "labels": BLOCKS_LABELS},
     "kernel-path": {"source": "h200-kernel-path.json", "kind": "all", "labels": KERNEL_PATH_LABELS,

@@ -44,8 +44,23 @@ namespace {
 int warm_up_trips = 1000;
 int measured_trips = 3000;
 // --pause-us: how long each round trip waits before it starts (the engine's threads then find its ops
-// after an idle time, as in a benchmark's trials or a service's sporadic requests).
+// after an idle time, as in a benchmark's trials or a service's sporadic requests). The waiting thread
+// sleeps, or with --busy it spins (its own work between ops, such as a benchmark's check of the
+// result: the core it runs on stays awake, as the engine's other threads may not).
 std::chrono::microseconds idle_pause{0};
+bool busy_pause = false;
+
+// The wait before a round trip, on the thread that starts it.
+void pause_before_round_trip() {
+  if (idle_pause.count() == 0) return;
+  if (!busy_pause) {
+    std::this_thread::sleep_for(idle_pause);
+    return;
+  }
+  const auto until = clock_type::now() + idle_pause;
+  while (clock_type::now() < until) {
+  }
+}
 constexpr std::size_t stage_count = static_cast<std::size_t>(stage::count);
 
 constexpr const char* stage_names[stage_count] = {
@@ -69,7 +84,7 @@ double raw_round_trip_us(const detail::driver_table& raw, CUdeviceptr destinatio
   bench::check(raw.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
   std::vector<double> samples;
   for (int i = 0; i < warm_up_trips + measured_trips; ++i) {
-    if (idle_pause.count() > 0) std::this_thread::sleep_for(idle_pause);
+    pause_before_round_trip();
     const auto start = clock_type::now();
     bench::check(raw.cuMemcpyHtoDAsync(destination, source, bytes, stream), "cuMemcpyHtoDAsync");
     if (synchronize) {
@@ -106,7 +121,9 @@ std::vector<std::vector<double>> traced_round_trips(engine& gpu, asio::io_contex
   asio::co_spawn(io, [&]() -> asio::awaitable<void> {
     asio::steady_timer idle(io);
     for (int i = 0; i < warm_up_trips + measured_trips; ++i) {
-      if (idle_pause.count() > 0) {
+      if (idle_pause.count() > 0 && busy_pause) {
+        pause_before_round_trip();  // on the io thread, which then never parks
+      } else if (idle_pause.count() > 0) {
         idle.expires_after(idle_pause);
         co_await idle.async_wait(asio::use_awaitable);
       }
@@ -140,7 +157,7 @@ std::vector<std::vector<double>> traced_round_trips_from_another_thread(engine& 
   std::vector<std::vector<double>> reached(stage_count);
   boost::system::error_code failure;
   for (int i = 0; i < warm_up_trips + measured_trips && !failure; ++i) {
-    if (idle_pause.count() > 0) std::this_thread::sleep_for(idle_pause);
+    pause_before_round_trip();
     for (auto& at : detail::stage_trace::reached) at.store(0);
     const auto start = clock_type::now().time_since_epoch().count();
     std::atomic<bool> done{false};
@@ -205,6 +222,18 @@ int main(int argc, char** argv) try {
   command.duration<std::chrono::microseconds>("pause-us", idle_pause,
                                               "microseconds each round trip waits before it starts (then 100 "
                                               "round trips warm up and 1,000 are measured)");
+  command.switch_flag("busy", busy_pause,
+                      "spin through each --pause-us rather than sleep (the thread's own work between round trips)");
+  std::chrono::microseconds spin_window{0};
+  command.duration<std::chrono::microseconds>(
+      "spin-window-us", spin_window,
+      "engine_options::spin_window of the engines: how long the poller, and the handler's io thread once "
+      "nothing is owed, stay awake after activity (0: the engine's default)");
+  std::chrono::microseconds max_spin_window{0};
+  command.duration<std::chrono::microseconds>(
+      "max-spin-window-us", max_spin_window,
+      "engine_options::max_spin_window of the engines: the longest that stay grows to where pauses between ops "
+      "keep being longer than spin_window (0: the engine's default)");
   command.switch_flag("resident", resident,
                       "engines with engine_options::resident_copies on (the pool-stream cases then take the resident "
                       "copier)");
@@ -237,6 +266,8 @@ int main(int argc, char** argv) try {
   engine_options options;
   options.resident_copies = resident;
   options.pool_streams = pool_streams;
+  if (spin_window.count() > 0) options.spin_window = spin_window;
+  if (max_spin_window.count() > 0) options.max_spin_window = max_spin_window;
   stream raw_stream = stream::create();
   const double raw_us = raw_round_trip_us(raw, destination.get().get(), source.data(), bytes, raw_stream.get(), false);
   const double raw_synchronized_us =

@@ -3,6 +3,7 @@
 // paths (transfer_fast_paths.cc: bidirectional, reused pageable buffers, device copies, memset, 2-D,
 // managed prefetch).
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <initializer_list>
 #include <iostream>
@@ -101,7 +102,8 @@ void rows_again(transfer_fixture& f, engine& gpu, const std::function<bool(const
 // (up to 64 KiB) once more, by an engine with engine_options::resident_copies on: rows named *_resident;
 // and the pageable pokes the small staging slots take, once more by an engine without them, through the
 // driver's own staging (driver_staged, the plan below driver_staged_max_bytes): rows named *_driver_staged;
-// and the pageable pokes around driver_staged_max_bytes both ways (*_driver_staged and *_pool).
+// and the pageable pokes around driver_staged_max_bytes both ways (*_driver_staged and *_pool); and the
+// page-locked copies of 1 and 4 MiB by an engine whose poller's spin never grows (*_fixed_spin).
 std::vector<result> size_sweep(transfer_fixture& f) {
   std::vector<comparison_spec> table;
   for (std::size_t size = 4096; size <= f.largest; size *= (size < (1u << 20) ? 16 : 4)) {
@@ -127,6 +129,15 @@ std::vector<result> size_sweep(transfer_fixture& f) {
   engine pool_staging{f.io.get_executor(), pool_only};
   rows_again(f, f.gpu, pageable_poke, around_switch, "_driver_staged", table);
   rows_again(f, pool_staging, pageable_poke, around_switch, "_pool", table);
+  // The page-locked copies whose trials are two to eight ops, each trial starting after the checks of the
+  // run before (at 4 MiB longer than the default spin_window), once more by an engine whose poller's spin
+  // after activity never grows (max_spin_window = spin_window): its threads then park between trials.
+  const std::initializer_list<std::size_t> few_per_trial{std::size_t{1} << 20, std::size_t{4} << 20};
+  engine_options fixed_spin;
+  fixed_spin.spin_window = std::chrono::milliseconds(1);
+  fixed_spin.max_spin_window = fixed_spin.spin_window;
+  engine spin_not_grown{f.io.get_executor(), fixed_spin};
+  rows_again(f, spin_not_grown, pinned, few_per_trial, "_fixed_spin", table);
   return compare_all(table);
 }
 

@@ -136,6 +136,13 @@ struct engine_options {
   // machines with at least 4 cores (the gaps of a request/response loop or of a benchmark's trials),
   // else 200 us (on 2 cores the spinning poller takes the core that the copy threads need).
   std::optional<std::chrono::microseconds> spin_window;
+  // poll: the longest the poller's spin after activity grows to. Where ops keep coming after pauses
+  // longer than spin_window but shorter than this (at least half of the last 8 such pauses), the poller
+  // spins 5/4 of the longest of them, so that the next op after such a pause finds it awake rather than
+  // paying its wake-up (tens of microseconds); the handler's io thread lingers as long once nothing is
+  // owed there (executor_spin). Unset: 5 ms on machines with at least 4 cores, else spin_window (no
+  // growth). At least spin_window.
+  std::optional<std::chrono::microseconds> max_spin_window;
   completion_mark marks = completion_mark::by_submitter;  // poll: who writes a transfer's completion flag
   // poll: longest sleep between queries while work is pending (sleeps grow with the age of the oldest
   // pending work, 1/128 of it, so that a late look costs under 1% of a transfer's time).
@@ -149,11 +156,12 @@ struct engine_options {
   std::optional<std::chrono::microseconds> pending_spin;
   // While completions are owed to an io_context, one of its threads is kept running (a task that
   // re-queues itself) for at most this long after the last submission or completion there, so that a
-  // handler is not delayed by the wake-up of a parked thread; once nothing is owed, for at most 1 ms
-  // after it (the next op of a thread that submits one at a time finds it running). Zero: the
-  // io_context's threads park as usual. Unset: 5 ms on machines with at least 4 cores, else zero (on 2
-  // cores a spinning io thread takes the core that the completion bridge and the copy threads need).
-  // See the README, "Keeping the handler's io_context awake".
+  // handler is not delayed by the wake-up of a parked thread; once nothing is owed, as long as the poller
+  // spins after activity (spin_window, or longer: max_spin_window), so that the next op of a thread that
+  // submits one at a time finds it running. Zero: the io_context's threads park as usual. Unset: 5 ms on
+  // machines with at least 4 cores, else zero (on 2 cores a spinning io thread takes the core that the
+  // completion bridge and the copy threads need). See the README, "Keeping the handler's io_context
+  // awake".
   std::optional<std::chrono::microseconds> executor_spin;
   // Pageable transfers move through chunks of this size (bench/staging_sweep compares settings).
   std::size_t staging_chunk_bytes = std::size_t{8} << 20;

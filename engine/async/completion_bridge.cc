@@ -52,10 +52,13 @@ completion_bridge::completion_bridge(const driver_table& driver, CUcontext conte
       events_(driver, event_flags(options.policy)),
       flags_(flags_for(driver, options, flag_words)),
       spin_window_(options.spin_window.value_or(std::chrono::microseconds(0))),
+      max_spin_window_(std::max(spin_window_, options.max_spin_window.value_or(spin_window_))),
       pending_spin_(options.pending_spin.value_or(std::chrono::microseconds(0))),
       entries_(std::make_unique<entry[]>(flag_words)),
       free_entries_(static_cast<std::uint32_t>(flag_words)),
+      window_us_(spin_window_.count()),
       last_activity_(std::chrono::steady_clock::now()),
+      window_(spin_window_),
       before_idle_park_(std::move(before_idle_park)),
       thread_([this] { run(); }) {}
 
@@ -267,7 +270,9 @@ bool completion_bridge::take_incoming() {
   if (newest == nullptr) {
     return !(stop_requested_.load(std::memory_order_acquire) && pending_entries_ == 0);
   }
-  last_activity_ = std::chrono::steady_clock::now();
+  const auto now = std::chrono::steady_clock::now();
+  if (pending_entries_ == 0) note_pause_end(now);
+  last_activity_ = now;
   stage_trace::mark(stage_trace::stage::arrival_taken);
   // The stack holds the newest first: reversed, it is the order of the hand-overs.
   entry* oldest = nullptr;
@@ -322,7 +327,34 @@ void completion_bridge::park(std::optional<std::chrono::steady_clock::time_point
   wake_ups_.fetch_add(1, std::memory_order_release);
   signalled_ = false;
   // Woken ahead of a hand-over: stay awake for it (the spin window counts from now).
-  if (std::exchange(nudged_, false)) last_activity_ = std::chrono::steady_clock::now();
+  if (std::exchange(nudged_, false)) {
+    const auto now = std::chrono::steady_clock::now();
+    if (pending_entries_ == 0) note_pause_end(now);
+    last_activity_ = now;
+  }
+}
+
+void completion_bridge::note_pause_end(std::chrono::steady_clock::time_point now) {
+  if (options_.policy != completion_policy::poll || max_spin_window_ == spin_window_) return;
+  // The time before the first work is the engine's setup, not a pause between ops.
+  if (std::exchange(before_first_work_, false)) return;
+  const auto pause = now - last_activity_;
+  if (pause <= spin_window_) return;  // covered as it is
+  pauses_[pauses_seen_++ % remembered_pauses] = pause;
+  // Spinning pays where pauses keep being short enough to spin through: then long enough for the longest
+  // of them, with a margin; else no longer than spin_window.
+  const std::size_t remembered = std::min(pauses_seen_, remembered_pauses);
+  std::size_t short_enough = 0;
+  std::chrono::steady_clock::duration longest{0};
+  for (std::size_t i = 0; i < remembered; ++i) {
+    if (pauses_[i] > max_spin_window_) continue;
+    ++short_enough;
+    longest = std::max(longest, pauses_[i]);
+  }
+  window_ = 2 * short_enough >= remembered
+                ? std::clamp<std::chrono::steady_clock::duration>(longest * 5 / 4, spin_window_, max_spin_window_)
+                : std::chrono::steady_clock::duration(spin_window_);
+  window_us_.store(std::chrono::duration_cast<std::chrono::microseconds>(window_).count(), std::memory_order_relaxed);
 }
 
 bool completion_bridge::collect_finished(std::chrono::steady_clock::time_point now) {
@@ -423,7 +455,7 @@ void completion_bridge::run() {
   auto last_failure_check = std::chrono::steady_clock::now();
   while (!abandoned_.load() && take_incoming()) {
     const auto now = std::chrono::steady_clock::now();
-    const bool young = now - last_activity_ < spin_window_;
+    const bool young = now - last_activity_ < window_;
     if (pending_entries_ == 0) {
       // Right after activity more work usually follows (a coroutine's next transfer): stay awake for the
       // spin window so that it is seen without a wake-up, then park.

@@ -19,6 +19,7 @@
 
 #include <cuda.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -117,6 +118,14 @@ class completion_bridge {
     if (parked_.load(std::memory_order_relaxed)) nudge();
   }
 
+  // How long the bridge thread now spins after activity before it parks: spin_window, grown up to
+  // max_spin_window while ops keep coming after pauses it would not have covered (the poll policy's
+  // rule: 5/4 of the longest of the last 8 pauses longer than spin_window that were at most
+  // max_spin_window, when they are at least half of those 8). Any thread may ask.
+  std::chrono::microseconds spin_window() const noexcept {
+    return std::chrono::microseconds(window_us_.load(std::memory_order_relaxed));
+  }
+
   // Whether the bridge thread sleeps (idle for longer than spin_window, or backing off from old work), and
   // how many times it has woken from such a sleep.
   bool parked() const noexcept { return parked_.load(std::memory_order_acquire); }
@@ -178,6 +187,9 @@ class completion_bridge {
   bool take_incoming();
   // Sleeps until a submission, a host function or `until` (the bridge thread only).
   void park(std::optional<std::chrono::steady_clock::time_point> until);
+  // Work arrives (or is expected) at `now` while none is pending: the pause since the last activity
+  // counts toward the spin window (spin_window()).
+  void note_pause_end(std::chrono::steady_clock::time_point now);
   using finished_list = std::vector<std::pair<entry*, CUresult>>;
   // Looks at the front of each stream (at `now`); puts the finished ones, popped from pending_, in
   // finished_. Returns whether any finished.
@@ -195,6 +207,7 @@ class completion_bridge {
   std::unique_ptr<completion_flags> flags_;  // poll policy only
   std::atomic<bool> flags_usable_{true};     // false once the driver refused a flag write (unsupported)
   std::chrono::microseconds spin_window_;   // engine_options::spin_window (the engine resolves its default)
+  std::chrono::microseconds max_spin_window_;  // engine_options::max_spin_window (likewise)
   std::chrono::microseconds pending_spin_;  // engine_options::pending_spin (the engine resolves its default)
 
   std::unique_ptr<entry[]> entries_;  // reused, each with its flag word (the word of the same index)
@@ -214,6 +227,9 @@ class completion_bridge {
   bool signalled_ = false;  // host_callback: a host function ran since the bridge last looked (under mutex_)
   bool nudged_ = false;     // expect_work() woke the bridge before any hand-over (under mutex_)
   std::atomic<std::uint64_t> wake_ups_{0};  // returns from park()
+  // window_, in microseconds, for other threads: every submission reads it, so it has a line of its own
+  // (the bridge writes it only when a pause changes the window).
+  alignas(64) std::atomic<std::int64_t> window_us_;
   bool stopping_ = false;   // under mutex_
   std::atomic<bool> abandoned_{false};        // stop_for_exit: no more driver calls
   std::atomic<bool> stop_requested_{false};   // stopping_, readable without the lock
@@ -223,6 +239,13 @@ class completion_bridge {
   std::size_t pending_entries_ = 0;  // in pending_'s queues
   std::uint64_t next_sequence_ = 0;  // the order of arrival (blocking_sync answers the oldest first)
   std::chrono::steady_clock::time_point last_activity_;
+  // The spin after activity now (spin_window()), and the last pauses longer than spin_window_ that it
+  // follows (a ring; the bridge thread's own).
+  std::chrono::steady_clock::duration window_;
+  static constexpr std::size_t remembered_pauses = 8;
+  std::array<std::chrono::steady_clock::duration, remembered_pauses> pauses_{};
+  std::size_t pauses_seen_ = 0;
+  bool before_first_work_ = true;
   std::chrono::steady_clock::time_point next_event_sweep_;  // poll: when flagged work's events are next queried
   // host_callback: entries whose callback never ran (the stream failed); kept until destruction because
   // the driver may still hold their pointer.

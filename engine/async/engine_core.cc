@@ -7,6 +7,8 @@
 
 #include <boost/asio/post.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <limits>
 #include <string>
 
@@ -38,6 +40,23 @@ void check_marks(const engine_options& options) {
   if (options.marks != completion_mark::by_submitter && options.marks != completion_mark::by_poller) {
     throw_invalid_argument("engine", "marks " + std::to_string(static_cast<int>(options.marks)) +
                                          " is not a completion_mark");
+  }
+}
+
+// The poller's spin after activity: the machine's defaults where unset, and its growth bounded by
+// spin_window from below.
+void resolve_spin_windows(engine_options& options, unsigned cores) {
+  if (!options.spin_window) {
+    options.spin_window = cores >= 4 ? std::chrono::microseconds(1000) : std::chrono::microseconds(200);
+  }
+  if (!options.max_spin_window) {
+    options.max_spin_window = cores >= 4 ? std::max(*options.spin_window, std::chrono::microseconds(5000))
+                                         : *options.spin_window;
+  }
+  if (*options.max_spin_window < *options.spin_window) {
+    throw_invalid_argument("engine", "max_spin_window " + std::to_string(options.max_spin_window->count()) +
+                                         " us is less than spin_window " +
+                                         std::to_string(options.spin_window->count()) + " us");
   }
 }
 
@@ -112,6 +131,7 @@ engine_core::impl::impl(const engine_options& opts)
                                          "small_staged_max_bytes " + std::to_string(options.small_staged_max_bytes) +
                                          " bytes are more bytes than a size_t counts");
   }
+  resolve_spin_windows(options, cores);
   check(driver.cuDeviceGet(&device, ordinal), "cuDeviceGet");
   check_batching(options, driver, device);
   check_marks(options);
@@ -127,9 +147,6 @@ engine_core::impl::impl(const engine_options& opts)
       throw_cuda_error(status, "cuStreamCreate", "engine stream pool", std::source_location::current());
     }
     pool.add(stream);
-  }
-  if (!options.spin_window) {
-    options.spin_window = cores >= 4 ? std::chrono::microseconds(1000) : std::chrono::microseconds(200);
   }
   if (!options.pending_spin) {
     options.pending_spin = cores >= 4 ? std::chrono::microseconds(20000) : std::chrono::microseconds(0);
@@ -359,6 +376,8 @@ std::error_code engine_core::sticky_error() const noexcept {
 }
 
 std::chrono::microseconds engine_core::executor_spin() const noexcept { return impl_->executor_spin; }
+
+std::chrono::microseconds engine_core::executor_linger() const noexcept { return impl_->bridge->spin_window(); }
 
 double engine_core::poller_cpu_seconds() const { return impl_->bridge->cpu_seconds(); }
 

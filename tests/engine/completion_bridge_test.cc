@@ -52,6 +52,21 @@ bool wait_for(const std::atomic<bool>& flag) {
   return wait_until([&] { return flag.load(std::memory_order_acquire); });
 }
 
+// Copies `values` to `device` on `s`, has `bridge` watch the copy, and waits for its answer: the status
+// the continuation got (on the bridge thread; read here once it has run), CUDA_ERROR_UNKNOWN if none came.
+CUresult copy_and_wait_for_bridge(completion_bridge& bridge, CUdeviceptr device,
+                                  const std::vector<std::uint8_t>& values, CUstream s) {
+  std::atomic<bool> done{false};
+  CUresult seen = CUDA_ERROR_UNKNOWN;
+  if (detail::driver().cuMemcpyHtoDAsync(device, values.data(), values.size(), s) != CUDA_SUCCESS) return seen;
+  const CUresult watched = bridge.watch(s, [&](CUresult status) {
+    seen = status;
+    done.store(true, std::memory_order_release);
+  });
+  if (watched != CUDA_SUCCESS || !wait_for(done)) return watched != CUDA_SUCCESS ? watched : CUDA_ERROR_UNKNOWN;
+  return seen;
+}
+
 std::size_t calls_of(const char* entry) { return on_sim() ? sim::call_counts().at(entry) : 0; }
 
 }  // namespace
@@ -118,17 +133,49 @@ BOOST_AUTO_TEST_CASE(expected_work_wakes_a_parked_bridge_which_parks_again_when_
   const auto values = random_vector<std::uint8_t>(4096, 907);
   auto device = device_buffer<std::uint8_t>::allocate(values.size());
   stream s = stream::create();
-  std::atomic<bool> done{false};
-  CUresult seen = CUDA_ERROR_UNKNOWN;
   bridge.expect_work();
-  BOOST_TEST(detail::driver().cuMemcpyHtoDAsync(device.get().get(), values.data(), values.size(), s.get()) ==
-             CUDA_SUCCESS);
-  BOOST_TEST(bridge.watch(s.get(), [&](CUresult status) {
-    seen = status;
-    done.store(true, std::memory_order_release);
-  }) == CUDA_SUCCESS);
-  BOOST_TEST(wait_for(done));
-  BOOST_TEST(seen == CUDA_SUCCESS);
+  BOOST_TEST(copy_and_wait_for_bridge(bridge, device.get().get(), values, s.get()) == CUDA_SUCCESS);
+  std::vector<std::uint8_t> back(values.size());
+  BOOST_TEST(detail::driver().cuMemcpyDtoH(back.data(), device.get().get(), back.size()) == CUDA_SUCCESS);
+  BOOST_TEST(back == values, boost::test_tools::per_element());
+  bridge.drain();
+}
+
+// Ops that keep coming after pauses longer than spin_window, but at most max_spin_window, make the bridge
+// spin through such pauses (5/4 of the longest); once most pauses are longer than max_spin_window, it
+// spins spin_window again.
+BOOST_AUTO_TEST_CASE(the_spin_grows_to_cover_pauses_up_to_max_spin_window_and_shrinks_when_they_are_longer) {
+  engine_options options;
+  options.policy = completion_policy::poll;
+  options.spin_window = std::chrono::milliseconds(1);
+  options.max_spin_window = std::chrono::milliseconds(200);
+  completion_bridge bridge{detail::driver(), primary.get(), options};
+  BOOST_TEST(bridge.spin_window() == std::chrono::milliseconds(1));
+  const auto values = random_vector<std::uint8_t>(4096, 913);
+  auto device = device_buffer<std::uint8_t>::allocate(values.size());
+  stream s = stream::create();
+  auto one_op = [&] {
+    BOOST_TEST_REQUIRE(copy_and_wait_for_bridge(bridge, device.get().get(), values, s.get()) == CUDA_SUCCESS);
+  };
+  one_op();
+  for (int i = 0; i < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    one_op();
+  }
+  // Four pauses of 20 ms (or a little more): 25 ms at least, and never past the bound.
+  BOOST_TEST(bridge.spin_window() >= std::chrono::milliseconds(25));
+  BOOST_TEST(bridge.spin_window() <= std::chrono::milliseconds(200));
+  const std::uint64_t woken_before = bridge.wake_ups();
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  BOOST_TEST(!bridge.parked());  // well inside the grown spin, where a 1 ms spin would have parked
+  one_op();
+  BOOST_TEST(bridge.wake_ups() == woken_before);
+  // Five pauses longer than the bound: of the last 8 long pauses, fewer than half could be spun through.
+  for (int i = 0; i < 5; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    one_op();
+  }
+  BOOST_TEST(bridge.spin_window() == std::chrono::milliseconds(1));
   std::vector<std::uint8_t> back(values.size());
   BOOST_TEST(detail::driver().cuMemcpyDtoH(back.data(), device.get().get(), back.size()) == CUDA_SUCCESS);
   BOOST_TEST(back == values, boost::test_tools::per_element());

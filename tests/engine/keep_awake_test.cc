@@ -62,6 +62,17 @@ struct gated_poke {
   ferry::testing::stream_gate gate{s};
 };
 
+// Pokes `pending`'s values through its gated stream; the handler, on `io`, checks the op succeeded and
+// sets `done`.
+void poke_gated(engine& gpu, gated_poke& pending, bool& done) {
+  gpu.poke(std::span<const std::uint32_t>(pending.values), pending.destination.get(), pending.s,
+           [&done](boost::system::error_code error, std::size_t bytes) {
+             BOOST_TEST(!error);
+             BOOST_TEST(bytes == count * 4);
+             done = true;
+           });
+}
+
 }  // namespace
 
 BOOST_FIXTURE_TEST_SUITE(keep_awake, ferry::testing::device_fixture)
@@ -71,12 +82,7 @@ BOOST_AUTO_TEST_CASE(an_io_context_owed_a_completion_keeps_running_until_it_arri
   engine gpu{io.get_executor(), with_spin(std::chrono::seconds(10))};
   gated_poke pending;
   bool done = false;
-  gpu.poke(std::span<const std::uint32_t>(pending.values), pending.destination.get(), pending.s,
-           [&](boost::system::error_code error, std::size_t bytes) {
-             BOOST_TEST(!error);
-             BOOST_TEST(bytes == count * 4);
-             done = true;
-           });
+  poke_gated(gpu, pending, done);
   // Held back by the gate: the context is kept busy with the keep-awake task, not the handler.
   BOOST_TEST(handlers_run_for(io, std::chrono::milliseconds(20)) > 10u);
   BOOST_TEST(!done);
@@ -96,8 +102,11 @@ BOOST_AUTO_TEST_CASE(a_turn_goes_on_for_the_linger_once_nothing_is_owed_and_for_
   const auto ticks = [](auto duration) {
     return static_cast<std::int64_t>(std::chrono::duration_cast<std::chrono::steady_clock::duration>(duration).count());
   };
-  const task long_spin{registry, io.get_executor(), std::chrono::seconds(10)};
-  const task short_spin{registry, io.get_executor(), std::chrono::microseconds(50)};
+  // The linger is the io_context's, set by each submission (the latest op's engine's).
+  const std::chrono::microseconds linger(1000);
+  registry->linger.store(ticks(linger));
+  const task long_spin{registry, io.get_executor(), {std::chrono::seconds(10), linger}};
+  const task short_spin{registry, io.get_executor(), {std::chrono::microseconds(50), linger}};
   const auto active_ago = [&](std::chrono::microseconds ago) {
     registry->last_activity.store(detail::steady_ticks() - ticks(ago));
   };
@@ -108,12 +117,12 @@ BOOST_AUTO_TEST_CASE(a_turn_goes_on_for_the_linger_once_nothing_is_owed_and_for_
       const auto before = std::chrono::steady_clock::now();
       active_ago(std::chrono::microseconds(0));
       const bool on = t.wanted();
-      if (on || std::chrono::steady_clock::now() - before < task::linger) return on;
+      if (on || std::chrono::steady_clock::now() - before < linger) return on;
     }
     return false;
   };
   BOOST_TEST(wanted_right_after_activity(long_spin));
-  active_ago(task::linger + std::chrono::microseconds(50));
+  active_ago(linger + std::chrono::microseconds(50));
   BOOST_TEST(!long_spin.wanted());
   // Owed a completion: on for executor_spin.
   registry->owed.store(1);
@@ -129,17 +138,38 @@ BOOST_AUTO_TEST_CASE(a_turn_goes_on_for_the_linger_once_nothing_is_owed_and_for_
   registry->shut_down_seen.store(true);
   BOOST_TEST(!long_spin.wanted());
 }
+BOOST_AUTO_TEST_CASE(once_nothing_is_owed_the_context_is_kept_awake_for_the_pollers_spin_window) {
+  asio::io_context io;
+  engine_options options = with_spin(std::chrono::seconds(10));
+  options.spin_window = std::chrono::milliseconds(200);
+  engine gpu{io.get_executor(), options};
+  gated_poke pending;
+  bool done = false;
+  poke_gated(gpu, pending, done);
+  pending.gate.open();
+  BOOST_TEST(ferry::testing::run_until(io, [&] { return done; }, std::chrono::seconds(10)));
+  const auto completed = std::chrono::steady_clock::now();
+  // Well inside the window (a default window's 1 ms long past): still turning, 50 to 70 ms after it.
+  const std::size_t early = handlers_run_for(io, std::chrono::milliseconds(50));
+  const std::size_t later = handlers_run_for(io, std::chrono::milliseconds(20));
+  if (std::chrono::steady_clock::now() - completed < std::chrono::milliseconds(150)) {
+    BOOST_TEST(early > 10u);
+    BOOST_TEST(later > 0u);
+  } else {
+    BOOST_TEST_MESSAGE("this thread was held up past most of the window; the lingering was not checked");
+  }
+  // Past it: the task ends (at most one more turn), and the context parks again.
+  handlers_run_for(io, std::chrono::milliseconds(250));
+  BOOST_TEST(handlers_run_for(io, std::chrono::milliseconds(20)) == 0u);
+  BOOST_TEST(peek_list_array(count, device_ptr<const std::uint32_t>(pending.destination.get())) == pending.values);
+}
 
 BOOST_AUTO_TEST_CASE(the_task_stops_after_executor_spin_without_activity) {
   asio::io_context io;
   engine gpu{io.get_executor(), with_spin(std::chrono::milliseconds(2))};
   gated_poke pending;
   bool done = false;
-  gpu.poke(std::span<const std::uint32_t>(pending.values), pending.destination.get(), pending.s,
-           [&](boost::system::error_code error, std::size_t) {
-             BOOST_TEST(!error);
-             done = true;
-           });
+  poke_gated(gpu, pending, done);
   handlers_run_for(io, std::chrono::milliseconds(10));  // past the 2 ms: the task gives up
   BOOST_TEST(handlers_run_for(io, std::chrono::milliseconds(20)) == 0u);
   pending.gate.open();
@@ -151,8 +181,7 @@ BOOST_AUTO_TEST_CASE(with_executor_spin_zero_a_waiting_context_runs_nothing) {
   engine gpu{io.get_executor(), with_spin(std::chrono::microseconds(0))};
   gated_poke pending;
   bool done = false;
-  gpu.poke(std::span<const std::uint32_t>(pending.values), pending.destination.get(), pending.s,
-           [&](boost::system::error_code, std::size_t) { done = true; });
+  poke_gated(gpu, pending, done);
   BOOST_TEST(handlers_run_for(io, std::chrono::milliseconds(20)) == 0u);
   pending.gate.open();
   BOOST_TEST(ferry::testing::run_until(io, [&] { return done; }, std::chrono::seconds(10)));
@@ -252,9 +281,11 @@ BOOST_AUTO_TEST_CASE(a_completion_posted_before_one_handed_over_runs_first) {
     const auto registry = asio::use_service<detail::pending_handlers>(io).shared_registry();
     std::vector<int> order;  // the io thread's
     auto record = [&](boost::system::error_code, std::size_t which) { order.push_back(static_cast<int>(which)); };
-    completion_type first(record, io.get_executor(), deliver, std::chrono::microseconds(0));
-    completion_type second(record, io.get_executor(), deliver, std::chrono::seconds(10));
-    completion_type third(record, io.get_executor(), deliver, std::chrono::seconds(10));
+    // Kept awake while owed; once all three have run, the task stops within 1 ms and run() returns.
+    const detail::awake_times kept{std::chrono::seconds(10), std::chrono::milliseconds(1)};
+    completion_type first(record, io.get_executor(), deliver, detail::awake_times{});
+    completion_type second(record, io.get_executor(), deliver, kept);
+    completion_type third(record, io.get_executor(), deliver, kept);
     const std::size_t handed_before = registry->handed_over.load();
     auto work = asio::make_work_guard(io);
     std::thread runner([&] { io.run(); });

@@ -212,6 +212,22 @@ BOOST_AUTO_TEST_CASE(while_every_slot_is_in_use_pokes_are_driver_staged_and_peek
   BOOST_TEST(narrow.plan_counts().driver_staged == 2u);
 }
 
+BOOST_AUTO_TEST_CASE(a_max_spin_window_below_the_spin_window_is_refused) {
+  engine_options settings = options;
+  settings.spin_window = std::chrono::microseconds(2000);
+  settings.max_spin_window = std::chrono::microseconds(500);
+  ferry::testing::expect_error<std::invalid_argument>(
+      [&] { engine refused{io.get_executor(), settings}; },
+      {"engine: max_spin_window 500 us is less than spin_window 2000 us"});
+  // Equal: the spin never grows, which is allowed.
+  settings.max_spin_window = settings.spin_window;
+  engine fixed{io.get_executor(), settings};
+  auto destination = fixed.allocate<std::uint8_t>(100);
+  const auto values = random_vector<std::uint8_t>(100, 853);
+  fixed.poke(std::span<const std::uint8_t>(values), destination.get(), asio::use_future).get();
+  BOOST_TEST(same_bytes(peek_list_array(values.size(), destination.get()), values));
+}
+
 BOOST_AUTO_TEST_CASE(pool_stream_counts_outside_their_range_are_refused) {
   engine_options settings = options;
   settings.pool_streams = 0;

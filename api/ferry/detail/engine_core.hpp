@@ -190,6 +190,9 @@ class engine_core {
 
   // engine_options::executor_spin, resolved.
   std::chrono::microseconds executor_spin() const noexcept;
+  // How long an io_context is kept awake once no completion is owed there: the poller's spin after
+  // activity now (engine_options::spin_window, grown up to max_spin_window with the pauses between ops).
+  std::chrono::microseconds executor_linger() const noexcept;
 
   // CPU seconds the engine's poller thread has used (for the idle-cost benchmark).
   double poller_cpu_seconds() const;

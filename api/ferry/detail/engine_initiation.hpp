@@ -62,8 +62,8 @@ template <class Handler, class Deliver>
 class operation_with_handler final : public operation {
  public:
   operation_with_handler(Handler handler, const boost::asio::any_io_executor& executor, Deliver deliver,
-                         std::chrono::microseconds spin)
-      : completion_(std::move(handler), executor, std::move(deliver), spin) {
+                         awake_times awake)
+      : completion_(std::move(handler), executor, std::move(deliver), awake) {
     set_completion(completion_);
   }
   handler_completion<Handler, Deliver>& completion() noexcept { return completion_; }
@@ -87,7 +87,7 @@ std::shared_ptr<operation> make_operation(Handler handler, Deliver deliver, cons
   auto slot = boost::asio::get_associated_cancellation_slot(handler);
   auto op = std::allocate_shared<operation_with_handler<Handler, Deliver>>(
       op_blocks::allocator<void>(), std::move(handler), executor, std::move(deliver),
-      core->executor_spin());
+      awake_times{core->executor_spin(), core->executor_linger()});
   op->completion().set_owner(op);
   if (slot.is_connected()) {
     std::weak_ptr<operation> weak_op = op;

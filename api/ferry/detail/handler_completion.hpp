@@ -42,10 +42,10 @@ class handler_completion final : public completion, public pending_handlers::ent
   // Work is counted on both, as Asio's own operations do, so that neither io_context's run() returns
   // while the op is pending; once when both are of one execution context (the common case: each count
   // is an atomic write to the scheduler's busiest line). The I/O executor's count ends when the handler
-  // is handed to its executor, the handler's own after it has run. `spin`: how long
-  // the handler's io_context is kept awake without activity (zero: not at all).
+  // is handed to its executor, the handler's own after it has run. `awake`: how long the handler's
+  // io_context is kept awake without activity (keep_awake.hpp; a spin of zero: not at all).
   handler_completion(Handler handler, const boost::asio::any_io_executor& io_executor, Deliver deliver,
-                     std::chrono::microseconds spin)
+                     awake_times awake)
       : executor_(boost::asio::get_associated_executor(handler, io_executor)),
         runs_in_place_(runs_in_place_anywhere(executor_)),
         registry_(registry_of(context_of(executor_))),
@@ -59,7 +59,7 @@ class handler_completion final : public completion, public pending_handlers::ent
       std::lock_guard lock(registry_->mutex);
       registry_->link(this);
     }
-    if (spin.count() > 0 && runs_on_io_context(executor_)) {
+    if (awake.spin.count() > 0 && runs_on_io_context(executor_)) {
       if (runs_freely_on_io_context(executor_)) {
         // Made here, at submission, rather than on the completion's way to the handler; the thread that
         // completes the op has it in its cache by then (prefetch()).
@@ -68,8 +68,10 @@ class handler_completion final : public completion, public pending_handlers::ent
       kept_awake_.store(true);
       registry_->owed.fetch_add(1);
       registry_->last_activity.store(steady_ticks());
+      registry_->linger.store(std::chrono::duration_cast<std::chrono::steady_clock::duration>(awake.linger).count(),
+                              std::memory_order_relaxed);
       if (!registry_->kept_awake.exchange(true)) {
-        boost::asio::post(executor_, keep_awake<executor_type>{registry_, executor_, spin});
+        boost::asio::post(executor_, keep_awake<executor_type>{registry_, executor_, awake});
       }
     }
   }

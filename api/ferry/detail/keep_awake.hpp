@@ -4,7 +4,7 @@
 // running: a small task that re-queues itself (defer, so that other handlers and the reactor run in
 // between) until `spin` has passed without a submission or completion there (`linger` once nothing is
 // owed). It is the counterpart of the driver's own spin-wait in cuStreamSynchronize;
-// engine_options::executor_spin sets it (zero: never).
+// engine_options::executor_spin sets `spin` (zero: never); the linger is the poller's spin after activity.
 #pragma once
 
 #include <boost/asio/defer.hpp>
@@ -63,6 +63,19 @@ class delivery_list {
   delivery* first_ = nullptr;
 };
 
+// How long an io_context is kept awake without activity: `spin` while completions are owed there (zero:
+// not at all), `linger` once none is (at most `spin`; each submission sets the io_context's linger). A
+// thread that waits for each op before it submits the next (a request/response loop, the one-at-a-time
+// transfers of a benchmark) submits within microseconds of its handler, or after a pause (its own work
+// on the result, a benchmark's check between trials), and then finds a turn waiting instead of paying
+// for posting a new one and for the parked thread's wake-up twice. The engine lingers as long as its
+// poller spins after activity (completion_bridge::spin_window), so that such a pause finds both awake or
+// both parked.
+struct awake_times {
+  std::chrono::microseconds spin{0};
+  std::chrono::microseconds linger{0};
+};
+
 // The task that keeps a thread of an io_context running while completions are owed there.
 template <class Executor>
 struct keep_awake {
@@ -76,21 +89,15 @@ struct keep_awake {
 
   std::shared_ptr<pending_handlers::registry> owner;
   Executor executor;
-  std::chrono::steady_clock::duration spin;
-
-  // How long a turn goes on once nothing is owed (at most `spin`): a thread that waits for each op before
-  // it submits the next (a request/response loop, the one-at-a-time transfers of a benchmark) submits
-  // within microseconds of its handler, or after a short pause (its own work on the result, a
-  // benchmark's check between trials), and then finds a turn waiting instead of paying for posting a
-  // new one and for the parked thread's wake-up twice. As long as the poller's default spin window.
-  static constexpr std::chrono::microseconds linger{1000};
+  awake_times times;
 
   bool wanted() const noexcept {
     if (owner->shut_down_flag()) return false;
     const std::int64_t idle = steady_ticks() - owner->last_activity.load();
-    const std::chrono::steady_clock::duration limit =
-        owner->owed.load() > 0 ? spin : std::min(spin, std::chrono::steady_clock::duration(linger));
-    return idle < static_cast<std::int64_t>(limit.count());
+    const std::int64_t spin = std::chrono::duration_cast<std::chrono::steady_clock::duration>(times.spin).count();
+    const std::int64_t limit =
+        owner->owed.load() > 0 ? spin : std::min(spin, owner->linger.load(std::memory_order_relaxed));
+    return idle < limit;
   }
   // One turn: waits for a completion (handed to the mailbox, or posted), runs what was handed over, then
   // re-queues itself (or stops). The handlers run first: they are what the completion waits for, and the

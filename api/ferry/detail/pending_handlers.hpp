@@ -71,6 +71,9 @@ class pending_handlers : public boost::asio::execution_context::service {
     alignas(64) std::atomic<std::size_t> owed{0};  // completions still owed here by ops that keep it awake
     std::atomic<bool> kept_awake{false};           // a keep_awake task is queued or running
     std::atomic<std::int64_t> last_activity{0};    // steady_clock ticks of the last submission or completion
+    // steady_clock ticks a keep_awake task goes on once nothing is owed: the linger of the engine whose op
+    // came last (its poller's spin after activity, which changes with the pauses between ops).
+    std::atomic<std::int64_t> linger{0};
     std::atomic<std::size_t> handed_over{0};       // completions handed to a turn's mailbox (a diagnostic)
     // What a waiting turn watches.
     alignas(64) std::atomic<std::uint64_t> posted{0};  // completions posted here so far (ends a keep_awake turn)

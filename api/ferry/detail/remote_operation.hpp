@@ -36,7 +36,7 @@ using completion_ptr = std::unique_ptr<ferry::detail::completion>;
 template <class Handler, class Deliver>
 completion_ptr make_completion(Handler handler, Deliver deliver, const boost::asio::any_io_executor& executor) {
   return std::make_unique<ferry::detail::handler_completion<Handler, Deliver>>(
-      std::move(handler), executor, std::move(deliver), std::chrono::microseconds(0));
+      std::move(handler), executor, std::move(deliver), ferry::detail::awake_times{});
 }
 
 // Connects `slot` (terminal and partial cancellation) to the op's request.
