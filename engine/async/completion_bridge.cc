@@ -270,9 +270,7 @@ bool completion_bridge::take_incoming() {
   if (newest == nullptr) {
     return !(stop_requested_.load(std::memory_order_acquire) && pending_entries_ == 0);
   }
-  const auto now = std::chrono::steady_clock::now();
-  if (pending_entries_ == 0) note_pause_end(now);
-  last_activity_ = now;
+  note_arrival(std::chrono::steady_clock::now());
   stage_trace::mark(stage_trace::stage::arrival_taken);
   // The stack holds the newest first: reversed, it is the order of the hand-overs.
   entry* oldest = nullptr;
@@ -327,11 +325,12 @@ void completion_bridge::park(std::optional<std::chrono::steady_clock::time_point
   wake_ups_.fetch_add(1, std::memory_order_release);
   signalled_ = false;
   // Woken ahead of a hand-over: stay awake for it (the spin window counts from now).
-  if (std::exchange(nudged_, false)) {
-    const auto now = std::chrono::steady_clock::now();
-    if (pending_entries_ == 0) note_pause_end(now);
-    last_activity_ = now;
-  }
+  if (std::exchange(nudged_, false)) note_arrival(std::chrono::steady_clock::now());
+}
+
+void completion_bridge::note_arrival(std::chrono::steady_clock::time_point now) {
+  if (pending_entries_ == 0) note_pause_end(now);
+  last_activity_ = now;
 }
 
 void completion_bridge::note_pause_end(std::chrono::steady_clock::time_point now) {

@@ -187,8 +187,11 @@ class completion_bridge {
   bool take_incoming();
   // Sleeps until a submission, a host function or `until` (the bridge thread only).
   void park(std::optional<std::chrono::steady_clock::time_point> until);
-  // Work arrives (or is expected) at `now` while none is pending: the pause since the last activity
-  // counts toward the spin window (spin_window()).
+  // Work arrives (or is expected: a nudge) at `now`: the activity the spin counts from, and, when none was
+  // pending, the end of a pause.
+  void note_arrival(std::chrono::steady_clock::time_point now);
+  // A pause ends at `now` (none was pending): the pause since the last activity counts toward the spin
+  // window (spin_window()).
   void note_pause_end(std::chrono::steady_clock::time_point now);
   using finished_list = std::vector<std::pair<entry*, CUresult>>;
   // Looks at the front of each stream (at `now`); puts the finished ones, popped from pending_, in

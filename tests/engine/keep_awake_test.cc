@@ -105,8 +105,8 @@ BOOST_AUTO_TEST_CASE(a_turn_goes_on_for_the_linger_once_nothing_is_owed_and_for_
   // The linger is the io_context's, set by each submission (the latest op's engine's).
   const std::chrono::microseconds linger(1000);
   registry->linger.store(ticks(linger));
-  const task long_spin{registry, io.get_executor(), {std::chrono::seconds(10), linger}};
-  const task short_spin{registry, io.get_executor(), {std::chrono::microseconds(50), linger}};
+  const task long_spin{registry, io.get_executor(), std::chrono::seconds(10)};
+  const task short_spin{registry, io.get_executor(), std::chrono::microseconds(50)};
   const auto active_ago = [&](std::chrono::microseconds ago) {
     registry->last_activity.store(detail::steady_ticks() - ticks(ago));
   };
@@ -138,6 +138,7 @@ BOOST_AUTO_TEST_CASE(a_turn_goes_on_for_the_linger_once_nothing_is_owed_and_for_
   registry->shut_down_seen.store(true);
   BOOST_TEST(!long_spin.wanted());
 }
+
 BOOST_AUTO_TEST_CASE(once_nothing_is_owed_the_context_is_kept_awake_for_the_pollers_spin_window) {
   asio::io_context io;
   engine_options options = with_spin(std::chrono::seconds(10));

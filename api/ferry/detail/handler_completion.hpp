@@ -71,7 +71,7 @@ class handler_completion final : public completion, public pending_handlers::ent
       registry_->linger.store(std::chrono::duration_cast<std::chrono::steady_clock::duration>(awake.linger).count(),
                               std::memory_order_relaxed);
       if (!registry_->kept_awake.exchange(true)) {
-        boost::asio::post(executor_, keep_awake<executor_type>{registry_, executor_, awake});
+        boost::asio::post(executor_, keep_awake<executor_type>{registry_, executor_, awake.spin});
       }
     }
   }

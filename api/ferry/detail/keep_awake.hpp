@@ -89,14 +89,14 @@ struct keep_awake {
 
   std::shared_ptr<pending_handlers::registry> owner;
   Executor executor;
-  awake_times times;
+  std::chrono::steady_clock::duration spin;  // the linger is the io_context's (owner->linger)
 
   bool wanted() const noexcept {
     if (owner->shut_down_flag()) return false;
     const std::int64_t idle = steady_ticks() - owner->last_activity.load();
-    const std::int64_t spin = std::chrono::duration_cast<std::chrono::steady_clock::duration>(times.spin).count();
+    const std::int64_t spin_ticks = spin.count();
     const std::int64_t limit =
-        owner->owed.load() > 0 ? spin : std::min(spin, owner->linger.load(std::memory_order_relaxed));
+        owner->owed.load() > 0 ? spin_ticks : std::min(spin_ticks, owner->linger.load(std::memory_order_relaxed));
     return idle < limit;
   }
   // One turn: waits for a completion (handed to the mailbox, or posted), runs what was handed over, then
