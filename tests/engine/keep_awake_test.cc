@@ -287,6 +287,7 @@ BOOST_AUTO_TEST_CASE(a_completion_posted_before_one_handed_over_runs_first) {
     completion_type first(record, io.get_executor(), deliver, detail::awake_times{});
     completion_type second(record, io.get_executor(), deliver, kept);
     completion_type third(record, io.get_executor(), deliver, kept);
+    for (completion_type* each : {&first, &second, &third}) each->enlist({});  // no op owns them here
     const std::size_t handed_before = registry->handed_over.load();
     auto work = asio::make_work_guard(io);
     std::thread runner([&] { io.run(); });

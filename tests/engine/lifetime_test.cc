@@ -12,6 +12,7 @@
 #include <boost/asio/use_future.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <future>
@@ -69,10 +70,11 @@ struct counting_allocator {
   std::shared_ptr<allocation_counts> counts;
 };
 
-// Counts destructions of what a handler holds, to see handlers destroyed rather than called.
+// Counts destructions of what a handler holds, to see handlers destroyed rather than called (on whichever
+// thread destroys them).
 struct tracer {
-  std::shared_ptr<int> destroyed;
-  explicit tracer(std::shared_ptr<int> counter) : destroyed(std::move(counter)) {}
+  std::shared_ptr<std::atomic<int>> destroyed;
+  explicit tracer(std::shared_ptr<std::atomic<int>> counter) : destroyed(std::move(counter)) {}
   tracer(tracer&& other) noexcept : destroyed(std::move(other.destroyed)) {}
   ~tracer() {
     if (destroyed) ++*destroyed;
@@ -91,7 +93,7 @@ BOOST_AUTO_TEST_CASE(destroying_the_io_context_with_ops_in_flight_destroys_their
   auto destination = gpu.allocate<std::uint32_t>(count);
   stream s = stream::create();
   ferry::testing::stream_gate gate(s);
-  auto destroyed = std::make_shared<int>(0);
+  auto destroyed = std::make_shared<std::atomic<int>>(0);
   int called = 0;
   {
     asio::io_context handler_io;
@@ -110,6 +112,43 @@ BOOST_AUTO_TEST_CASE(destroying_the_io_context_with_ops_in_flight_destroys_their
   BOOST_TEST(called == 0);
   auto back = peek_list_array(count, destination.get());
   BOOST_CHECK(std::equal(values.begin() + 16, values.end(), back.begin() + 16));  // the GPU finished the work
+}
+
+// Completions that arrive while the handlers' io_context is being destroyed: each handler is either
+// destroyed by the shutdown or posted before it and destroyed with the queue, once, never called. The
+// completing thread posts outside the registry's lock; the shutdown waits for a post it has begun.
+BOOST_AUTO_TEST_CASE(an_io_context_destroyed_while_completions_reach_it_destroys_each_handler_once) {
+  constexpr int ops = 64;
+  constexpr int rounds = 40;
+  asio::io_context engine_io;
+  engine gpu{engine_io.get_executor()};
+  const auto values = random_vector<std::uint32_t>(ops, 403);
+  auto source = pinned_buffer<std::uint32_t>::allocate(ops);
+  std::copy(values.begin(), values.end(), source.data());
+  auto destination = gpu.allocate<std::uint32_t>(ops);
+  stream s = stream::create();
+  auto destroyed = std::make_shared<std::atomic<int>>(0);
+  int called = 0;
+  for (int round = 0; round < rounds; ++round) {
+    {
+      ferry::testing::stream_gate gate(s);
+      asio::io_context handler_io;
+      for (int i = 0; i < ops; ++i) {
+        gpu.poke(pinned_span(host_ptr<const std::uint32_t>(source.data() + i), 1), destination.get() + i, s,
+                 asio::bind_executor(handler_io.get_executor(),
+                                     [&called, t = tracer(destroyed)](boost::system::error_code, std::size_t) {
+                                       ++called;
+                                     }));
+      }
+      gate.open();  // the completions start now, on the engine's threads
+      // Later rounds destroy the context later, so that some do it amid the completions.
+      std::this_thread::sleep_for(std::chrono::microseconds(round * 5));
+    }  // handler_io destroyed here
+    gpu.wait_all(asio::use_future).get();
+  }
+  BOOST_TEST(called == 0);
+  BOOST_TEST(*destroyed == ops * rounds);
+  BOOST_TEST(same_bytes(peek_list_array(ops, destination.get()), values));
 }
 
 // The rule engine.hpp states: an engine must not outlive its executor's io_context. An op started after

@@ -88,7 +88,7 @@ std::shared_ptr<operation> make_operation(Handler handler, Deliver deliver, cons
   auto op = std::allocate_shared<operation_with_handler<Handler, Deliver>>(
       op_blocks::allocator<void>(), std::move(handler), executor, std::move(deliver),
       awake_times{core->executor_spin(), core->executor_linger()});
-  op->completion().set_owner(op);
+  op->completion().enlist(op);
   if (slot.is_connected()) {
     std::weak_ptr<operation> weak_op = op;
     slot.assign([weak_op, weak_core = std::weak_ptr(core)](boost::asio::cancellation_type type) {

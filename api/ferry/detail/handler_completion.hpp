@@ -9,7 +9,6 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_executor.hpp>
-#include <boost/asio/bind_allocator.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 
@@ -55,10 +54,6 @@ class handler_completion final : public completion, public pending_handlers::ent
     if (&context_of(io_executor) != &context_of(executor_)) {
       io_work_.emplace(tracked_work<boost::asio::any_io_executor>::start(io_executor));
     }
-    {
-      std::lock_guard lock(registry_->mutex);
-      registry_->link(this);
-    }
     if (awake.spin.count() > 0 && runs_on_io_context(executor_)) {
       if (runs_freely_on_io_context(executor_)) {
         // Made here, at submission, rather than on the completion's way to the handler; the thread that
@@ -78,33 +73,50 @@ class handler_completion final : public completion, public pending_handlers::ent
 
   ~handler_completion() override {
     no_longer_owed();
-    // Unlinked already when the op completed (the usual case): then the lock's line, which the completing
-    // thread wrote last, stays off the way to the handler that this destruction precedes.
+    // Unlinked already when the op completed (the usual case), or by a shutdown that abandoned the handler
+    // while it held the op: then the lock's line, which the completing thread wrote last, stays off the way
+    // to the handler that this destruction precedes.
     if (!linked()) return;
-    std::lock_guard lock(registry_->mutex);
+    // An op destroyed with its handler still registered (it never completed, or a shutdown found it being
+    // destroyed): the handler goes here, before a shutdown of its context ends.
+    std::unique_lock lock(registry_->mutex);
     registry_->unlink(this);
+    registry_->delivering.fetch_add(1, std::memory_order_acq_rel);
+    lock.unlock();
+    delivering_count destroying{registry_.get()};
+    handler_.reset();
+    work_.reset();
+    io_work_.reset();
   }
 
   void complete(boost::system::error_code error, std::size_t bytes) override {
     stage_trace::mark(stage_trace::stage::completion_begins);
+    // The lock covers taking the handler from the registry only, not its way to the executor: the threads
+    // that start ops take it too (to register theirs), and would wait for a post's scheduler lock and the
+    // wake-up of a parked thread.
     std::unique_lock lock(registry_->mutex);
     std::optional<bound_handler> run = take_handler(error, bytes);
-    // The executor is asked where it runs only while the handler is still registered, under the lock: once
-    // its context has shut down, an io_context's executor refers to a destroyed io_context.
-    if (run && in_place_completions::allowed() && (runs_in_place_ || runs_freely_on_this_thread(executor_))) {
+    if (run) registry_->delivering.fetch_add(1, std::memory_order_acq_rel);
+    lock.unlock();
+    if (!run) {
+      no_longer_owed();
+      return;
+    }
+    // Until it ends, a shutdown of the handler's context waits: the executor may be asked where it runs,
+    // and posted to (once its context has shut down, an io_context's executor refers to a destroyed one).
+    delivering_count delivering{registry_.get()};
+    if (in_place_completions::allowed() && (runs_in_place_ || runs_freely_on_this_thread(executor_))) {
       io_work_.reset();
-      lock.unlock();
+      delivering.end();  // the handler may destroy its own io_context, which would wait for this
       run_here(std::move(*run));
       return;
     }
-    if (run) {
-      hand_over(std::move(*run));
-      // The I/O executor's work ends once the handler is handed to its own executor, as Asio's operations
-      // release theirs: not after the handler has run, since by then its owner may have destroyed that
-      // io_context (a handler that wakes a thread which tears down the engine and its io_context).
-      io_work_.reset();
-    }
-    lock.unlock();
+    hand_over(std::move(*run));
+    // The I/O executor's work ends once the handler is handed to its own executor, as Asio's operations
+    // release theirs: not after the handler has run, since by then its owner may have destroyed that
+    // io_context (a handler that wakes a thread which tears down the engine and its io_context).
+    io_work_.reset();
+    delivering.end();
     // After the post: the kept-awake thread is still running when the handler reaches its queue.
     no_longer_owed();
   }
@@ -115,11 +127,25 @@ class handler_completion final : public completion, public pending_handlers::ent
     if (spare_delivery_) prefetch_for_write(spare_delivery_.get(), sizeof(delivery_of));
   }
 
-  // The op that owns this completion. The handler, once handed to its executor, keeps the op alive until
-  // it has run: the op is then freed on the thread that runs handlers (in a coroutine's case, the thread
-  // that allocated it), not on the thread that learnt of the completion. Freeing on another thread than
-  // the allocating one makes each op's memory travel between the threads' caches.
-  void set_owner(const std::shared_ptr<operation>& owner) noexcept { owner_ = owner; }
+  // Registers the handler with its context. `owner`: the op that holds this completion, which a shutdown
+  // of the context holds while it destroys the handler (hold()); none where the completion is held
+  // otherwise (ferry::remote's, or a test's driving one by hand), and then a shutdown destroys the handler
+  // at once. The handler, once handed to its executor, keeps the op alive until it has run: the op is
+  // then freed on the thread that runs handlers (in a coroutine's case, the thread that allocated it),
+  // not on the thread that learnt of the completion. Freeing on another thread than the allocating one
+  // makes each op's memory travel between the threads' caches.
+  void enlist(const std::shared_ptr<operation>& owner) noexcept {
+    std::lock_guard lock(registry_->mutex);
+    owner_ = owner;
+    owned_ = owner != nullptr;
+    registry_->link(this);
+  }
+
+  std::shared_ptr<void> hold() const noexcept override {
+    // Not owned by an op: a pointer that holds nothing (the aliasing constructor, no allocation).
+    if (!owned_) return std::shared_ptr<void>(std::shared_ptr<void>(), const_cast<handler_completion*>(this));
+    return owner_.lock();
+  }
 
   void abandon() noexcept override {
     no_longer_owed();
@@ -178,17 +204,43 @@ class handler_completion final : public completion, public pending_handlers::ent
     return run;
   }
 
-  // Posting under the registry's lock: a shutdown waits for this post to finish, and the scheduler,
-  // shut down after this service, then destroys the posted handler if it never runs. The executor's
-  // record of the posted handler is a reused block too (op_blocks.hpp): it is made on the thread that
-  // completes the op and freed on the one that runs the handler. A waiting keep_awake turn ends once
-  // `posted` moves (a completion handed to its mailbox ends it there).
+  // Counts a posted completion until its handler has run or been destroyed (see keep_awake's order).
+  struct counted_post {
+    std::shared_ptr<pending_handlers::registry> registry;
+    counted_post(std::shared_ptr<pending_handlers::registry> owner) : registry(std::move(owner)) {}
+    counted_post(counted_post&& other) noexcept : registry(std::move(other.registry)) {}
+    counted_post& operator=(counted_post&&) = delete;
+    ~counted_post() {
+      if (registry) registry->posted_not_run.fetch_sub(1, std::memory_order_acq_rel);
+    }
+  };
+
+  // What is posted: a completion's run, counted as posted until it has run or been destroyed. Its
+  // allocator is ferry's reused blocks (op_blocks.hpp: the scheduler's record of it is made on the thread
+  // that completes the op and freed on the one that runs the handler), and it names no executor of its
+  // own, so that Asio queues it as it is: a handler that names one (a lambda under bind_allocator does)
+  // is queued inside a work_dispatcher, which on the io thread hands it to the executor again through
+  // the type-erased executor, an allocation and a work count more per completion.
+  template <class Run>
+  struct posted_run {
+    using allocator_type = op_blocks::allocator<void>;
+    allocator_type get_allocator() const noexcept { return {}; }
+    Run run;
+    counted_post not_run;
+    void operator()() { run(); }
+  };
+
+  // A waiting keep_awake turn ends once `posted` moves (a completion handed to its mailbox ends it
+  // there). An io_context's own executor is posted to as its concrete type, not through any_io_executor.
   template <class Run>
   void post_counted(Run run) {
     registry_->posted_not_run.fetch_add(1, std::memory_order_acq_rel);
-    boost::asio::post(executor_, boost::asio::bind_allocator(op_blocks::allocator<void>(),
-                                                             [run = std::move(run), not_run = counted_post{registry_}]()
-                                                                 mutable { run(); }));
+    posted_run<Run> posted{std::move(run), counted_post{registry_}};
+    if (boost::asio::io_context* io = plain_io_context(executor_)) {
+      boost::asio::post(io->get_executor(), std::move(posted));
+    } else {
+      boost::asio::post(executor_, std::move(posted));
+    }
     registry_->posted.fetch_add(1, std::memory_order_release);
   }
 
@@ -199,7 +251,7 @@ class handler_completion final : public completion, public pending_handlers::ent
 
   // A kept-awake thread of the handler's io_context waiting in a keep_awake turn runs it there, without
   // a trip through the scheduler (a plain io_context executor only: a strand's handlers must go through
-  // the strand); else it is posted. Under the registry's lock.
+  // the strand); else it is posted. While `delivering` is counted.
   void hand_over(bound_handler run) {
     if (spare_delivery_ && kept_awake_.load() && registry_->mailbox_open()) {
       std::unique_ptr<delivery_of> item = std::move(spare_delivery_);
@@ -217,15 +269,19 @@ class handler_completion final : public completion, public pending_handlers::ent
     post_counted(std::move(run));
   }
 
-  // Counts a posted completion until its handler has run or been destroyed (see keep_awake's order).
-  struct counted_post {
-    std::shared_ptr<pending_handlers::registry> registry;
-    counted_post(std::shared_ptr<pending_handlers::registry> owner) : registry(std::move(owner)) {}
-    counted_post(counted_post&& other) noexcept : registry(std::move(other.registry)) {}
-    counted_post& operator=(counted_post&&) = delete;
-    ~counted_post() {
-      if (registry) registry->posted_not_run.fetch_sub(1, std::memory_order_acq_rel);
+  // The registry's count of completions on their way (see pending_handlers::registry::delivering).
+  class delivering_count {
+   public:
+    explicit delivering_count(pending_handlers::registry* counted) noexcept : counted_(counted) {}
+    delivering_count(const delivering_count&) = delete;
+    delivering_count& operator=(const delivering_count&) = delete;
+    ~delivering_count() { end(); }
+    void end() noexcept {
+      if (counted_) std::exchange(counted_, nullptr)->delivering.fetch_sub(1, std::memory_order_acq_rel);
     }
+
+   private:
+    pending_handlers::registry* counted_;
   };
 
   void no_longer_owed() noexcept {
@@ -239,6 +295,7 @@ class handler_completion final : public completion, public pending_handlers::ent
   bool runs_in_place_;  // asio::dispatch would run the handler on any thread (runs_in_place_anywhere)
   std::shared_ptr<pending_handlers::registry> registry_;
   std::weak_ptr<operation> owner_;
+  bool owned_ = false;  // owner_ was given (enlist)
   std::optional<Handler> handler_;
   std::optional<work_type> work_;
   std::optional<io_work_type> io_work_;

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -36,7 +37,10 @@ class pending_handlers : public boost::asio::execution_context::service {
  public:
   struct registry;
   struct entry {
+    // Destroys the handler (a shutdown's), while `hold()` keeps the entry alive.
     virtual void abandon() noexcept = 0;
+    // What keeps the entry alive (its op); empty once the op is being destroyed, on another thread.
+    virtual std::shared_ptr<void> hold() const noexcept = 0;
 
    protected:
     ~entry() = default;
@@ -50,6 +54,7 @@ class pending_handlers : public boost::asio::execution_context::service {
     entry* previous_ = nullptr;
     entry* next_ = nullptr;
     std::atomic<bool> linked_{false};
+    bool left_by_shutdown_ = false;  // under the mutex: a shutdown could not hold it (see unlink_all_held)
   };
   // The members sit on cache lines by who writes them and when, so that a thread reading one group is not
   // robbed of its line by writes to another: each op's submission and completion write the lock's line
@@ -78,6 +83,12 @@ class pending_handlers : public boost::asio::execution_context::service {
     // What a waiting turn watches.
     alignas(64) std::atomic<std::uint64_t> posted{0};  // completions posted here so far (ends a keep_awake turn)
     std::atomic<std::size_t> posted_not_run{0};        // posted completions whose handler has not finished
+    // Handlers taken from the list and still on their way to the context's queue or a turn's mailbox, or
+    // being destroyed by their op's destructor: a shutdown waits for them (a post must reach the
+    // scheduler, which shuts down after this service and destroys what never ran; a handler's work guard
+    // must go while its context lives), so that the mutex is not held across a post or a destructor.
+    std::atomic<std::size_t> delivering{0};
+    std::size_t left_by_shutdown = 0;  // under mutex: entries a shutdown left linked, until they leave
 
     // A completion handed straight to a waiting keep_awake turn (see keep_awake), run there.
     struct delivery {
@@ -117,6 +128,7 @@ class pending_handlers : public boost::asio::execution_context::service {
     // Returns false when `item` was not linked (a shutdown took it already).
     bool unlink(entry* item) noexcept {
       if (!item->linked_.load(std::memory_order_relaxed)) return false;
+      if (std::exchange(item->left_by_shutdown_, false)) --left_by_shutdown;
       if (item->previous_) item->previous_->next_ = item->next_;
       else live = item->next_;
       if (item->next_) item->next_->previous_ = item->previous_;
@@ -124,11 +136,21 @@ class pending_handlers : public boost::asio::execution_context::service {
       item->linked_.store(false, std::memory_order_release);
       return true;
     }
-    std::vector<entry*> unlink_all() {
-      std::vector<entry*> all;
-      while (live) {
-        all.push_back(live);
-        unlink(live);
+    // Under mutex: the live entries, each with what keeps it alive until its handler is abandoned. One
+    // that cannot be held (its op is being destroyed on another thread) stays linked and counted in
+    // left_by_shutdown until its destructor takes it out and destroys the handler.
+    std::vector<std::pair<entry*, std::shared_ptr<void>>> unlink_all_held() {
+      std::vector<std::pair<entry*, std::shared_ptr<void>>> all;
+      for (entry* item = live; item != nullptr;) {
+        entry* next = item->next_;
+        if (std::shared_ptr<void> held = item->hold()) {
+          unlink(item);
+          all.emplace_back(item, std::move(held));
+        } else if (!item->left_by_shutdown_) {
+          item->left_by_shutdown_ = true;
+          ++left_by_shutdown;
+        }
+        item = next;
       }
       return all;
     }
@@ -143,15 +165,26 @@ class pending_handlers : public boost::asio::execution_context::service {
   const std::shared_ptr<registry>& shared_registry() const noexcept { return registry_; }
 
  private:
+  // Destroys the handlers still owed here, then waits for those on their way here or being destroyed
+  // elsewhere: a completion that took its handler before the lock is posting it to this context, and an
+  // op being destroyed on another thread destroys its own handler.
   void shutdown() override {
-    std::vector<entry*> abandoned;
+    std::vector<std::pair<entry*, std::shared_ptr<void>>> abandoned;
     {
       std::lock_guard lock(registry_->mutex);
       registry_->shut_down = true;
       registry_->shut_down_seen.store(true, std::memory_order_release);
-      abandoned = registry_->unlink_all();
+      abandoned = registry_->unlink_all_held();
     }
-    for (entry* item : abandoned) item->abandon();
+    for (auto& [item, held] : abandoned) item->abandon();
+    abandoned.clear();  // an op whose engine let it go is destroyed here
+    while (true) {
+      {
+        std::lock_guard lock(registry_->mutex);
+        if (registry_->left_by_shutdown == 0 && registry_->delivering.load(std::memory_order_acquire) == 0) return;
+      }
+      std::this_thread::yield();
+    }
   }
 
   std::shared_ptr<registry> registry_;
@@ -216,10 +249,22 @@ bool test_io_context_executor(const Executor& executor, Test test) {
   }
 }
 
+// The io_context whose own executor `executor` is (plain or work-tracking, directly or type-erased); null
+// for any other executor (a strand, a thread pool's).
+template <class Executor>
+boost::asio::io_context* plain_io_context(const Executor& executor) {
+  boost::asio::io_context* found = nullptr;
+  test_io_context_executor(executor, [&found](const auto& io) {
+    found = &io.context();
+    return true;
+  });
+  return found;
+}
+
 // Whether handlers of `executor` may run on any thread of its io_context, in any handler there (no strand).
 template <class Executor>
 bool runs_freely_on_io_context(const Executor& executor) {
-  return test_io_context_executor(executor, [](const auto&) { return true; });
+  return plain_io_context(executor) != nullptr;
 }
 
 // Whether `executor` is an io_context's own (no strand) and the calling thread is running that io_context:

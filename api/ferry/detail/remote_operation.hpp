@@ -35,8 +35,10 @@ using completion_ptr = std::unique_ptr<ferry::detail::completion>;
 // the cancellation slot connected once the request exists.
 template <class Handler, class Deliver>
 completion_ptr make_completion(Handler handler, Deliver deliver, const boost::asio::any_io_executor& executor) {
-  return std::make_unique<ferry::detail::handler_completion<Handler, Deliver>>(
+  auto made = std::make_unique<ferry::detail::handler_completion<Handler, Deliver>>(
       std::move(handler), executor, std::move(deliver), ferry::detail::awake_times{});
+  made->enlist(nullptr);  // held by the worker's machinery, not by an op
+  return made;
 }
 
 // Connects `slot` (terminal and partial cancellation) to the op's request.
