@@ -37,13 +37,6 @@ using namespace ferry;
 
 namespace {
 
-// Each exit mode three times; twice under a sanitizer, which slows each round's engine and load 5-15x.
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr int rounds = 2 * 4;
-#else
-constexpr int rounds = 3 * 4;
-#endif
-
 stress::workload_options load_options(std::uint64_t seed, const std::vector<stream>& streams) {
   stress::workload_options options;
   options.workers = 16;
@@ -71,6 +64,13 @@ const char* const exit_modes[] = {
     "exit_from_a_handler",  // exit() inside a handler, on one of the io_context's threads
 };
 constexpr int mode_count = 4;
+
+// Each exit mode three times; twice under a sanitizer, which slows each round's engine and load 5-15x.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr int rounds = 2 * mode_count;
+#else
+constexpr int rounds = 3 * mode_count;
+#endif
 
 // Waits until every worker is issuing ops and some have completed. A slow machine (a sanitizer, other
 // builds beside it) only makes the wait longer; a wait that sees no worker start and no op complete for
