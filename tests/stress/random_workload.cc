@@ -13,11 +13,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
 
+#include "ferry/blocks.hpp"
 #include "tests/stress/device_model.hpp"
 
 namespace ferry::stress {
@@ -36,17 +40,21 @@ enum class op_kind {
   peek_owned,
   copy,
   memset,
+  poke_blocks,
+  peek_blocks,
   copy_2d_to_device,
   copy_2d_to_host,
   copy_2d_device_to_device,
 };
-constexpr std::size_t kind_count = 11;
-constexpr std::size_t kind_weights[kind_count] = {15, 15, 3, 15, 15, 3, 12, 10, 4, 4, 4};  // in this order
+constexpr std::size_t kind_count = 13;
+constexpr std::size_t kind_weights[kind_count] = {15, 15, 3, 15, 15, 3, 12, 10, 5, 5, 4, 4, 4};  // in this order
 
 const char* name_of(op_kind kind) {
-  static const char* const names[kind_count] = {"poke pageable", "poke pinned", "poke owned",   "peek pageable",
-                                                "peek pinned",   "peek owned",  "copy",         "memset",
-                                                "copy_2d to device", "copy_2d to host", "copy_2d device to device"};
+  static const char* const names[kind_count] = {"poke pageable",     "poke pinned",     "poke owned",
+                                                "peek pageable",     "peek pinned",     "peek owned",
+                                                "copy",              "memset",          "poke_blocks",
+                                                "peek_blocks",       "copy_2d to device", "copy_2d to host",
+                                                "copy_2d device to device"};
   return names[static_cast<std::size_t>(kind)];
 }
 
@@ -219,6 +227,9 @@ class worker {
     if (!op.read_back) {
       totals_.ops.fetch_add(1, std::memory_order_relaxed);
       totals_.bytes_moved.fetch_add(op.bytes, std::memory_order_relaxed);
+      if (op.kind == op_kind::poke_blocks || op.kind == op_kind::peek_blocks) {
+        totals_.block_lists.fetch_add(1, std::memory_order_relaxed);
+      }
     }
     if (error == asio::error::operation_aborted && op.cancel) {
       totals_.aborted.fetch_add(1, std::memory_order_relaxed);
@@ -336,7 +347,7 @@ class worker {
         } else if (op.kind == op_kind::poke_pinned) {
           const pinned_span<const std::uint8_t> from(host_ptr<const std::uint8_t>(source.data()), size);
           if (stream) gpu_.poke(from, device_at(at), *stream, transfer_handler(step, op));
-          else gpu_.poke(from, device_at(at), transfer_handler(step, op));
+          else gpu_.poke(from, device_at(at), batching_of(op), transfer_handler(step, op));
         } else {
           const std::span<const std::uint8_t> from(source);
           if (forced) gpu_.poke(from, device_at(at), *forced, transfer_handler(step, op));
@@ -364,7 +375,7 @@ class worker {
         if (op.kind == op_kind::peek_pinned) {
           const pinned_span<std::uint8_t> to(host_ptr<std::uint8_t>(into), size);
           if (stream) gpu_.peek(device_source(at), to, *stream, transfer_handler(step, op));
-          else gpu_.peek(device_source(at), to, transfer_handler(step, op));
+          else gpu_.peek(device_source(at), to, batching_of(op), transfer_handler(step, op));
         } else {
           const std::span<std::uint8_t> to(into, size);
           if (forced) gpu_.peek(device_source(at), to, *forced, transfer_handler(step, op));
@@ -400,8 +411,103 @@ class worker {
         memset_of(step, op, element, at, count, pattern, stream);
         return true;
       }
+      case op_kind::poke_blocks:
+      case op_kind::peek_blocks:
+        return issue_blocks(step, op, low, high, stream, host);
       default:
         return issue_2d(step, op, low, high, size, *stream, host);
+    }
+  }
+
+  // How a copy moves if it is batched, drawn for a lone page-locked copy given no stream: mostly the
+  // planner's choice, sometimes forced to the copy engine or the kernel (named in the op's description).
+  batch_path batching_of(op_record& op) {
+    const batch_path path = below(4) == 0 ? draw_batch_path() : batch_path::automatic;
+    if (path != batch_path::automatic) op.description += " (batching " + std::string(to_string(path)) + ")";
+    return path;
+  }
+  batch_path draw_batch_path() {
+    constexpr batch_path paths[] = {batch_path::automatic, batch_path::copy_engine, batch_path::kernel};
+    return paths[below(std::size(paths))];
+  }
+
+  // One block of a block list: its host bytes and the arena offset they go to or come from.
+  struct placed_block {
+    std::uint8_t* host;
+    std::size_t bytes;
+    std::size_t at;
+  };
+
+  // A block list of 1 to 16 blocks of 1 B to 4 KiB, in page-locked or pageable host memory, each block's
+  // device range in a part of [low, high) of its own, the parts in shuffled order (a gather or scatter),
+  // moved by the batch path drawn. Returns false, having done nothing, when the step's host memory cannot
+  // hold it.
+  bool issue_blocks(const std::shared_ptr<step_state>& step, op_record& op, std::size_t low, std::size_t high,
+                    std::optional<stream_ref> stream, host_cursor& host) {
+    const bool to_device = op.kind == op_kind::poke_blocks;
+    const bool pageable = below(2) == 0;
+    const std::size_t count = 1 + below(16);
+    const std::size_t part = (high - low) / count;
+    if (part == 0) return false;
+    std::vector<std::size_t> parts(count);
+    std::iota(parts.begin(), parts.end(), std::size_t{0});
+    std::shuffle(parts.begin(), parts.end(), random_);
+    std::size_t& cursor = pageable ? host.pageable : host.pinned;
+    std::uint8_t* host_base = (pageable ? pageable_.data() : pinned_.data()) + cursor;
+    std::vector<placed_block> blocks;
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::size_t bytes = log_uniform(1, std::min<std::size_t>(4096, part));
+      blocks.push_back({host_base + total, bytes, low + parts[i] * part + below(part - bytes + 1)});
+      total += bytes;
+    }
+    if (total > arena_bytes_ - cursor) return false;
+    cursor += total;
+    op.bytes = total;
+    transfer_options options(draw_batch_path());
+    options.stream = stream;
+    op.description = describe(op, stream) + " in " + std::to_string(count) + " blocks of " +
+                     (pageable ? "pageable" : "page-locked") + " memory (batching " +
+                     std::string(to_string(options.batching)) + ")";
+    for (const placed_block& b : blocks) {
+      const std::span<std::uint8_t> bytes(b.host, b.bytes);
+      if (to_device) {
+        fill(std::as_writable_bytes(bytes));
+        model_->write(b.at, std::as_bytes(bytes));
+        note_write(op, b.at, b.bytes);
+      } else {
+        std::memset(b.host, 0xA5, b.bytes);  // bytes the peek fails to write are caught
+        op.reads.emplace_back(reinterpret_cast<const std::byte*>(b.host), model_->expect(b.at, b.bytes));
+      }
+    }
+    if (pageable) {
+      start_blocks<std::span>(step, op, blocks, options, to_device);
+    } else {
+      start_blocks<pinned_span>(step, op, blocks, options, to_device);
+    }
+    return true;
+  }
+
+  // Host is std::span or pinned_span.
+  template <template <class> class Host>
+  void start_blocks(const std::shared_ptr<step_state>& step, op_record& op, const std::vector<placed_block>& blocks,
+                    const transfer_options& options, bool to_device) {
+    if (to_device) {
+      std::vector<block_pair<Host<const std::uint8_t>, std::uint8_t>> pokes;
+      for (const placed_block& b : blocks) pokes.push_back({host_view<Host<const std::uint8_t>>(b), device_at(b.at)});
+      gpu_.poke_blocks(pokes, options, transfer_handler(step, op));
+    } else {
+      std::vector<block_pair<Host<std::uint8_t>, const std::uint8_t>> peeks;
+      for (const placed_block& b : blocks) peeks.push_back({host_view<Host<std::uint8_t>>(b), device_source(b.at)});
+      gpu_.peek_blocks(peeks, options, transfer_handler(step, op));
+    }
+  }
+  template <class View>
+  static View host_view(const placed_block& b) {
+    if constexpr (std::is_same_v<View, std::span<typename View::element_type>>) {
+      return View(b.host, b.bytes);
+    } else {
+      return View(host_ptr<typename View::element_type>(b.host), b.bytes);
     }
   }
 

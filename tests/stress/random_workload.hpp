@@ -5,12 +5,14 @@
 // (pageable and pinned). A step is one of: a single op given no stream; a batch of ops given no stream
 // on disjoint ranges (they may overlap in time); or a run of ops on one shared stream_ref, initiated
 // together and ordered by the stream. Ops: poke and peek (pageable span, pinned host_ptr, an owned
-// vector), copy, memset (1 to 16-byte elements), copy_2d (pinned to device, device to pinned, device to
-// device). Sizes run from 1 B to the worker's maximum (64 MiB for the big worker), most of them small.
-// Some ops are cancelled (at once, after a post, or after a short delay): their destination is unknown
-// in the model until written again. Every peek is compared with the model when it completes, and
-// after each step the bytes the step wrote are read back and compared, so every completed transfer
-// is verified.
+// vector; a quarter of the pinned ones given no stream force the copy engine or the kernel should they
+// be batched), poke_blocks and peek_blocks (1 to 16 blocks of up to 4 KiB each, pageable or pinned,
+// scattered over the op's range, by the batch path drawn), copy, memset (1 to 16-byte elements),
+// copy_2d (pinned to device, device to pinned, device to device). Sizes run from 1 B to the worker's
+// maximum (64 MiB for the big worker), most of them small. Some ops are cancelled (at once, after a
+// post, or after a short delay): their destination is unknown in the model until written again. Every
+// peek is compared with the model when it completes, and after each step the bytes the step wrote are
+// read back and compared, so every completed transfer is verified.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -50,6 +52,7 @@ struct workload_totals {
   std::atomic<std::size_t> bytes_moved{0};     // bytes of those ops
   std::atomic<std::size_t> bytes_verified{0};  // bytes compared with the model (peeks and read-backs)
   std::atomic<std::size_t> read_backs{0};      // ops that read back what a step wrote
+  std::atomic<std::size_t> block_lists{0};     // poke_blocks and peek_blocks among the ops
   std::atomic<std::size_t> cancel_requests{0};
   std::atomic<std::size_t> aborted{0};         // ops that completed with operation_aborted
   std::atomic<std::size_t> failures{0};        // wrong bytes, unexpected errors, wrong byte counts

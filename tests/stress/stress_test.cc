@@ -92,7 +92,8 @@ BOOST_AUTO_TEST_CASE(a_million_random_operations_from_four_threads_all_match_the
   const stress::workload_totals& totals = run.totals;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << "stress: " << totals.ops << " ops (" << totals.bytes_moved << " bytes moved), " << totals.bytes_verified
-            << " bytes verified (" << totals.read_backs << " read-backs), " << totals.cancel_requests
+            << " bytes verified (" << totals.read_backs << " read-backs), " << totals.block_lists
+            << " block lists, " << totals.cancel_requests
             << " cancellations requested, " << totals.aborted << " aborted, " << totals.failures << " failures, in "
             << seconds << " s\n";
   for (const std::string& message : totals.failure_messages()) std::cout << "failure: " << message << "\n";
@@ -105,6 +106,7 @@ BOOST_AUTO_TEST_CASE(a_million_random_operations_from_four_threads_all_match_the
     BOOST_TEST(totals.ops >= (ferry::testing::under_compute_sanitizer() ? 1000u : 100000u));
   }
   BOOST_TEST(totals.cancel_requests > 0u);
+  BOOST_TEST(totals.block_lists > 0u);
   BOOST_TEST(totals.bytes_verified >= totals.bytes_moved / 2);
 }
 
