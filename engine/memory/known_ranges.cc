@@ -90,7 +90,17 @@ std::optional<known_range> check_side(std::string_view operation, const endpoint
   if (side.address == 0 && !(side.kind == memory_kind::pageable_host && bytes == 0)) {
     throw_invalid_argument(operation, argument + " is a null pointer");
   }
-  if (side.kind == memory_kind::pageable_host || bytes == 0) return std::nullopt;
+  if (bytes == 0) return std::nullopt;
+  if (side.kind == memory_kind::pageable_host) {
+    // Pageable memory cannot be looked up, but a range past the end of the address space is no memory:
+    // its end would wrap to a low address, which every later check (overlaps, packing) would misread.
+    if (offset > UINTPTR_MAX - side.address || bytes - 1 > UINTPTR_MAX - side.address - offset) {
+      const std::string at = offset == 0 ? "" : " + offset " + std::to_string(offset);
+      throw_invalid_argument(operation, argument + " " + hex(side.address) + at + ": " + std::to_string(bytes) +
+                                            " bytes from there run past the end of the address space");
+    }
+    return std::nullopt;
+  }
   const std::optional<known_range> range = known_range_of(side.address);
   if (!range) {
     throw_invalid_argument(operation, argument + " " + hex(side.address) + " is not " +

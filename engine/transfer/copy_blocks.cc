@@ -181,7 +181,10 @@ checked_blocks plan_blocks(std::string_view operation, bool to_device, memory_ki
     if (host_kind == memory_kind::pinned_host) {
       pinned_hosts.check(operation, memory_kind::pinned_host, b.host, bytes, i, "host");
     } else if (bytes > 0) {
-      if (b.host == 0) check_side(operation, endpoint{host_kind, b.host, block_argument(i, "host")}, 0, bytes);
+      // Null, or running past the end of the address space: check_side says which.
+      if (b.host == 0 || bytes - 1 > UINTPTR_MAX - b.host) {
+        check_side(operation, endpoint{host_kind, b.host, block_argument(i, "host")}, 0, bytes);
+      }
       if (!pageable_hosts.verified(b.host, bytes) && is_device_only_memory(b.host)) {
         throw_invalid_argument(operation, block_argument(i, "host") + " " + hex(b.host) +
                                               " is device memory, not host memory (pass it as a device_ptr)");

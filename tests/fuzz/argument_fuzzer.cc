@@ -11,11 +11,13 @@
 #include <memory>
 #include <span>
 #include <sstream>
+#include <type_traits>
 #include <vector>
 
 #include <boost/system/system_error.hpp>
 
 #include "engine/driver/sim/control.hpp"
+#include "ferry/blocks.hpp"
 #include "ferry/engine.hpp"
 #include "ferry/managed.hpp"
 #include "ferry/marshal.hpp"
@@ -295,6 +297,119 @@ void fuzz_lists(fuzz_input& in) {
               "the vector does not hold the device's bytes", arguments);
     } else if (op != 3) {
       require_bytes("list", written, expected, arguments);
+    }
+  }, arguments);
+}
+
+// ---- block lists: engine::poke_blocks and peek_blocks
+
+// One block as drawn: its host and device addresses and its element count.
+struct drawn_block {
+  std::uintptr_t host;
+  std::uintptr_t device;
+  std::size_t count;
+};
+
+// The drawn blocks as a list of block_pair<Host, Element> (Host: a std::span or a pinned_span).
+template <class Host, class Element>
+std::vector<block_pair<Host, Element>> block_list(const std::vector<drawn_block>& drawn) {
+  using U = typename Host::element_type;
+  std::vector<block_pair<Host, Element>> blocks;
+  for (const drawn_block& b : drawn) {
+    if constexpr (std::is_same_v<Host, std::span<U>>) {
+      blocks.push_back({Host(host<U>(b.host), b.count), dev<Element>(b.device)});
+    } else {
+      blocks.push_back({Host(host_ptr<U>(host<U>(b.host)), b.count), dev<Element>(b.device)});
+    }
+  }
+  return blocks;
+}
+
+template <class T>
+void fuzz_blocks(fuzz_input& in) {
+  fuzz_world& w = world();
+  constexpr std::size_t size = sizeof(T);
+  const bool to_device = in.byte() & 1;
+  const promised host_kind = in.byte() & 1 ? promised::pinned : promised::pageable;
+  const bool on_stream = in.byte() & 1;
+  const batch_path batching = static_cast<batch_path>(in.choose(4));  // 3 is no path at all
+  std::vector<drawn_block> drawn(in.choose(5));
+  for (drawn_block& b : drawn) {
+    b.host = w.pick_address(in, size);
+    b.device = w.pick_address(in, size);
+    // Mostly a part of an arena, so that lists of several blocks fit; the edge counts too.
+    b.count = in.byte() & 1 ? std::size_t{in.byte()} % (arena_bytes / size / 4 + 1) : pick_count(in, size, arena_bytes);
+  }
+  // Every block's sides are checked as any transfer's; a block's own two sides may not overlap, nor may
+  // two blocks' written ranges (the device's for a poke, the host's for a peek); the sizes may not add up
+  // past size_t; the kernel takes pageable blocks only as many bytes as a staging chunk packs.
+  verdict outcome = batching > batch_path::kernel ? verdict::invalid : verdict::valid;
+  wide total = 0;
+  for (const drawn_block& b : drawn) {
+    const wide bytes = static_cast<wide>(b.count) * size;
+    total += bytes;
+    if (bytes > wide_size_max) {
+      outcome = verdict::invalid;
+      continue;
+    }
+    outcome = worst(outcome, worst(side_verdict(w.map, host_kind, b.host, 0, bytes),
+                                   side_verdict(w.map, promised::device, b.device, 0, bytes)));
+    if (ranges_overlap(b.host, b.device, bytes)) outcome = verdict::invalid;
+  }
+  if (total > wide_size_max) outcome = verdict::invalid;
+  // Whether a block reads what another writes: then the bytes that land are chance, and only the
+  // completion is checked.
+  bool reads_written = false;
+  for (std::size_t i = 0; i < drawn.size(); ++i) {
+    for (std::size_t j = 0; j < drawn.size(); ++j) {
+      const wide bytes_i = static_cast<wide>(drawn[i].count) * size, bytes_j = static_cast<wide>(drawn[j].count) * size;
+      if (i == j || bytes_i == 0 || bytes_j == 0) continue;
+      const wide written_i = to_device ? drawn[i].device : drawn[i].host;
+      const wide written_j = to_device ? drawn[j].device : drawn[j].host;
+      const wide read_j = to_device ? drawn[j].host : drawn[j].device;
+      if (written_i < written_j + bytes_j && written_j < written_i + bytes_i) outcome = verdict::invalid;
+      if (written_i < read_j + bytes_j && read_j < written_i + bytes_i) reads_written = true;
+    }
+  }
+  if (host_kind == promised::pageable && batching == batch_path::kernel && total > staging_chunk_bytes &&
+      outcome != verdict::unsafe) {
+    outcome = verdict::invalid;
+  }
+  std::string arguments = text("blocks to_device", to_device, "pinned", host_kind == promised::pinned, "element", size,
+                               "stream", on_stream, "batching", static_cast<int>(batching), "blocks", drawn.size());
+  for (const drawn_block& b : drawn) arguments += text("[host", b.host, "device", b.device, "count", b.count) + "] ";
+  std::uint64_t seed = drawn.size();
+  for (const drawn_block& b : drawn) seed = seed * 31 + (b.host ^ (b.device << 1) ^ b.count);
+  w.scramble(seed);
+  // What each block's destination must hold: its source's bytes now.
+  std::vector<std::vector<std::byte>> expected(drawn.size());
+  if (outcome == verdict::valid && !reads_written) {
+    for (std::size_t i = 0; i < drawn.size(); ++i) {
+      expected[i] = snapshot(to_device ? drawn[i].host : drawn[i].device, drawn[i].count * size);
+    }
+  }
+  transfer_options options(batching);
+  if (on_stream) options.stream = stream_ref(w.queue);
+  std::size_t reported = 0;
+  auto call = [&] {
+    std::optional<boost::system::error_code> result;
+    auto handler = [&](boost::system::error_code error, std::size_t moved) {
+      result = error;
+      reported = moved;
+    };
+    const bool pinned = host_kind == promised::pinned;
+    if (to_device && pinned) w.gpu.poke_blocks(block_list<pinned_span<const T>, T>(drawn), options, handler);
+    if (to_device && !pinned) w.gpu.poke_blocks(block_list<std::span<const T>, T>(drawn), options, handler);
+    if (!to_device && pinned) w.gpu.peek_blocks(block_list<pinned_span<T>, const T>(drawn), options, handler);
+    if (!to_device && !pinned) w.gpu.peek_blocks(block_list<std::span<T>, const T>(drawn), options, handler);
+    w.finish_engine_op(result, arguments);
+  };
+  judge("blocks", outcome, call, [&] {
+    require(static_cast<wide>(reported) == total, "blocks",
+            "the handler reported " + std::to_string(reported) + " bytes", arguments);
+    if (reads_written) return;
+    for (std::size_t i = 0; i < drawn.size(); ++i) {
+      require_bytes("blocks", to_device ? drawn[i].device : drawn[i].host, expected[i], arguments);
     }
   }, arguments);
 }
@@ -595,7 +710,7 @@ void fuzz_allocation(fuzz_input& in) {
 }
 
 void fuzz_one(fuzz_input& in) {
-  const unsigned family = in.choose(6);
+  const unsigned family = in.choose(7);
   const unsigned element = in.byte();
   with_element(element, [&]<class T>() {
     switch (family) {
@@ -604,6 +719,7 @@ void fuzz_one(fuzz_input& in) {
       case 2: return fuzz_copy_2d<T>(in);
       case 3: return fuzz_fill<T>(in);
       case 4: return fuzz_managed<T>(in);
+      case 5: return fuzz_blocks<T>(in);
       default: return fuzz_allocation<T>(in);
     }
   });

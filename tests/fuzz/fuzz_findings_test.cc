@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "ferry/blocks.hpp"
 #include "ferry/engine.hpp"
 #include "ferry/managed.hpp"
 #include "ferry/marshal.hpp"
@@ -164,6 +165,34 @@ BOOST_AUTO_TEST_CASE(offsets_that_wrap_the_address_space_are_refused) {
                       0, 0);
       },
       {"copy_array_2d: source", "runs past the end of the address space"});
+  BOOST_TEST(device.unchanged());
+}
+
+// Finding 7: a pageable side was not checked at all, so a range running past the end of the address
+// space was taken; its end wrapped to a low address, and a block list's check that the blocks'
+// destinations do not overlap, reading that end, let two such blocks through to the driver. Such a range
+// is now refused wherever a pageable side is named.
+BOOST_AUTO_TEST_CASE(pageable_ranges_past_the_end_of_the_address_space_are_refused) {
+  filled_device_array device;
+  // 256 bytes from 128 bytes below the top of the address space: nothing there is touched.
+  auto* near_top = reinterpret_cast<std::uint32_t*>(UINTPTR_MAX - 127);
+  const std::span<std::uint32_t> wrapping(near_top, count);
+  expect_error<std::invalid_argument>(
+      [&] { poke_array<std::uint32_t>(count, near_top, device.array.get()); },
+      {"poke_array: source 0xffffffffffffff80: 256 bytes from there run past the end of the address space"});
+  asio::io_context io;
+  engine gpu{io.get_executor()};
+  expect_error<std::invalid_argument>(
+      [&] { gpu.peek(device_ptr<const std::uint32_t>(device.array.get()), wrapping, asio::use_future); },
+      {"engine::peek: destination 0xffffffffffffff80: 256 bytes from there run past the end of the address space"});
+  const std::vector<block_pair<std::span<std::uint32_t>, const std::uint32_t>> blocks{
+      {wrapping, device_ptr<const std::uint32_t>(device.array.get())},
+      {wrapping.first(count / 2), device_ptr<const std::uint32_t>(device.array.get())}};
+  expect_error<std::invalid_argument>(
+      [&] { gpu.peek_blocks(blocks, asio::use_future); },
+      {"engine::peek_blocks: blocks[0].host 0xffffffffffffff80: 256 bytes from there run past the end of the address "
+       "space"});
+  BOOST_TEST(io.run() == 0u);
   BOOST_TEST(device.unchanged());
 }
 

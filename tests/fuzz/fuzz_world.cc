@@ -7,11 +7,13 @@
 #include <random>
 #include <span>
 #include <stdexcept>
+#include <vector>
 
 #include <boost/system/system_error.hpp>
 
 #include "engine/driver/driver_table.hpp"
 #include "engine/driver/sim/control.hpp"
+#include "ferry/blocks.hpp"
 #include "tests/fuzz/fuzz_input.hpp"
 
 namespace ferry::fuzz {
@@ -20,7 +22,7 @@ namespace {
 engine_options small_engine() {
   engine_options options;
   options.pool_streams = 2;
-  options.staging_chunk_bytes = 1024;  // staged transfers of an arena span several chunks
+  options.staging_chunk_bytes = staging_chunk_bytes;
   options.staging_chunks = 2;
   options.copy_threads = 1;
   return options;
@@ -81,6 +83,12 @@ fuzz_world::fuzz_world()
   });
   warm_up("the small warm-up poke failed",
           [&](auto handler) { gpu.poke(std::span<const std::byte>(pageable_a).first(16), device_a.get(), handler); });
+  // One block list moved by the kernel allocates the engine's page-locked descriptor slab for such lists.
+  warm_up("the warm-up block list failed", [&](auto handler) {
+    const std::vector<block_pair<pinned_span<const std::byte>, std::byte>> blocks{
+        {pinned_span(host_ptr<const std::byte>(pinned.data()), 16), device_a.get()}};
+    gpu.poke_blocks(blocks, batch_path::kernel, handler);
+  });
   // And one fill of 8-byte elements loads the kernels' module, which stays for the context's life.
   ferry::memset(device_a.get().cast<std::uint64_t>(), 1, std::uint64_t{1});
   baseline = sim::current_usage();

@@ -23,6 +23,8 @@
 namespace ferry::fuzz {
 
 inline constexpr std::size_t arena_bytes = 4096;
+// The engine's staging chunks: small, so that staged transfers of an arena span several of them.
+inline constexpr std::size_t staging_chunk_bytes = 1024;
 
 struct fuzz_world {
   fuzz_world();

@@ -63,7 +63,9 @@ inline verdict side_verdict(const memory_map& map, promised kind, std::uintptr_t
   const wide begin = static_cast<wide>(address) + offset;
   const wide end = begin + bytes;
   if (kind == promised::pageable) {
-    // ferry cannot check pageable memory; the call is only safe where the fuzzer owns the bytes.
+    // A range past the end of the address space is no memory at all.
+    if (end > (static_cast<wide>(1) << 64)) return verdict::invalid;
+    // Otherwise ferry cannot check pageable memory; the call is only safe where the fuzzer owns the bytes.
     const region* r = map.find(begin, false);
     if (r == nullptr || end > static_cast<wide>(r->base) + r->size) return verdict::unsafe;
     return r->host_accessible() ? verdict::valid : verdict::unsafe;
