@@ -186,9 +186,9 @@ class engine {
   //
   // Completion signature: void(error_code, std::size_t bytes), the bytes of every block. Per-operation
   //   cancellation: terminal, partial (only before the list is on a stream). Lifetime of arguments: the
-  //   list itself is read during the call; page-locked host memory and device memory until the handler
-  //   runs; a pageable poke's source only during the call (it is packed then), a pageable peek's
-  //   destination until the handler runs. Which thread runs the handler: one running its associated
+  //   list itself is read during the call; host memory and device memory until the handler runs (a
+  //   pageable poke's blocks packed into a staging chunk are copied during the call, but a list that is
+  //   not packed is read where it lies). Which thread runs the handler: one running its associated
   //   executor. On failure the destinations' contents are unspecified.
   // `blocks` is a contiguous range of ferry::block_pair (blocks.hpp). Page-locked blocks move by one launch of
   // the gather/scatter kernel (from engine_options::batch_kernel_min_copies blocks on, where the device

@@ -182,8 +182,8 @@ struct engine_options {
   // one does, where the staging pool's hand-offs cost more than its copy; a small poke about what the
   // driver's own staging costs (bench/transfer_bandwidth: *_driver_staged rows). Reported as
   // transfer_plan::staged. The slots are allocated by the first such transfer; while every one is in
-  // use, a poke is driver_staged and a peek takes the staging pool. Either zero: off. At most 65536
-  // slots.
+  // use, a poke is driver_staged and a peek takes the staging pool, as they do for the engine's life if
+  // the driver cannot allocate the slots (on_failure says so). Either zero: off. At most 65536 slots.
   std::size_t small_staged_max_bytes = std::size_t{64} << 10;
   std::size_t small_staging_slots = 64;
   // Other pokes from pageable memory of at most driver_staged_max_bytes are driver_staged: the

@@ -115,9 +115,10 @@ prepared_transfer block_lists::prepare(std::string_view operation, bool to_devic
   blocks.blocks = std::move(checked.blocks);
   batch_path chosen = choose_path(operation, path, blocks, checked.foreign_device_block);
   if (host_kind == memory_kind::pageable_host && !blocks.blocks.empty()) {
-    // Packed into one staging chunk where they fit and one is free; otherwise the copy engine reads or
+    // Packed into one staging chunk where they fit and one is free (never the pool's last, which a staged
+    // transfer ahead of the list on its stream may be waiting for); otherwise the copy engine reads or
     // writes the pageable memory itself (through the driver's own staging).
-    if (checked.bytes <= staging_.chunk_bytes()) blocks.chunk = staging_.try_lease();
+    if (checked.bytes <= staging_.chunk_bytes()) blocks.chunk = staging_.try_lease_ahead();
     if (blocks.chunk == nullptr) {
       if (path == batch_path::kernel && checked.bytes > staging_.chunk_bytes()) {
         throw_invalid_argument(operation, "transfer_options::batching is kernel, but the pageable blocks hold " +
@@ -145,8 +146,11 @@ prepared_transfer block_lists::prepare(std::string_view operation, bool to_devic
   }
   if (chosen == batch_path::kernel) {
     for (std::size_t first = 0; first < blocks.blocks.size(); first += blocks_per_launch) {
-      std::uint64_t* slab = slabs_.acquire();
+      CUresult status = CUDA_SUCCESS;
+      std::uint64_t* slab = slabs_.acquire(status);
       if (slab == nullptr) {  // no page-locked memory for descriptors now: the copy engine needs none
+        report("no page-locked memory for the copy kernel's descriptors (" + status_name(status) + "); a list of " +
+               std::to_string(blocks.blocks.size()) + " blocks submitted through the copy engine");
         chosen = batch_path::copy_engine;
         break;
       }

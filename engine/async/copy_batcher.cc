@@ -246,8 +246,9 @@ CUresult copy_batcher::enqueue(std::vector<copy>& live, std::size_t by_kernel, C
 }
 
 CUresult copy_batcher::launch_kernel(const copy* first, std::size_t count, CUstream stream, std::uint64_t*& slab) {
-  slab = slabs_.acquire();
-  if (slab == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult status = CUDA_SUCCESS;
+  slab = slabs_.acquire(status);
+  if (slab == nullptr) return status;
   for (std::size_t i = 0; i < count; ++i) {
     slab[i] = first[i].source;
     slab[count + i] = first[i].destination;

@@ -6,7 +6,8 @@ descriptor_slabs::~descriptor_slabs() {
   for (std::uint64_t* slab : all_) driver_.cuMemFreeHost(slab);
 }
 
-std::uint64_t* descriptor_slabs::acquire() noexcept {
+std::uint64_t* descriptor_slabs::acquire(CUresult& status) noexcept {
+  status = CUDA_SUCCESS;
   std::lock_guard lock(mutex_);
   if (!free_.empty()) {
     std::uint64_t* slab = free_.back();
@@ -15,14 +16,14 @@ std::uint64_t* descriptor_slabs::acquire() noexcept {
   }
   void* made = nullptr;
   // Mapped: the kernel reads the descriptors at their host address.
-  if (driver_.cuMemHostAlloc(&made, words_ * sizeof(std::uint64_t), CU_MEMHOSTALLOC_DEVICEMAP) != CUDA_SUCCESS) {
-    return nullptr;
-  }
+  status = driver_.cuMemHostAlloc(&made, words_ * sizeof(std::uint64_t), CU_MEMHOSTALLOC_DEVICEMAP);
+  if (status != CUDA_SUCCESS) return nullptr;
   try {
     all_.reserve(all_.size() + 1);
     free_.reserve(all_.size() + 1);  // release() then never allocates
   } catch (...) {
     driver_.cuMemFreeHost(made);
+    status = CUDA_ERROR_OUT_OF_MEMORY;
     return nullptr;
   }
   all_.push_back(static_cast<std::uint64_t*>(made));

@@ -22,8 +22,9 @@ class descriptor_slabs {
   // Frees every slab (the engine's context must be current): all of them must be back.
   ~descriptor_slabs();
 
-  // A free slab, or nullptr when the driver cannot allocate one (the batch then takes the copy engine).
-  std::uint64_t* acquire() noexcept;
+  // A free slab, or nullptr when the driver cannot allocate one, its status then in `status` (the batch
+  // takes the copy engine, and says why).
+  std::uint64_t* acquire(CUresult& status) noexcept;
   void release(std::uint64_t* slab) noexcept;
   // At process exit: forgets the slabs without calling the driver (it is being torn down).
   void abandon() noexcept;

@@ -169,7 +169,8 @@ engine_core::impl::impl(const engine_options& opts)
   }
   staging = std::make_unique<staging_pool>(driver, options.staging_chunk_bytes, options.staging_chunks);
   small_slots = std::make_unique<small_staging>(driver, context, options.small_staged_max_bytes,
-                                                static_cast<std::uint32_t>(options.small_staging_slots));
+                                                static_cast<std::uint32_t>(options.small_staging_slots),
+                                                options.on_failure);
   registrations = std::make_unique<registration_cache>(driver, options.registration_cache_bytes,
                                                        options.registration_threshold_bytes);
   // Registered after the driver's cuInit (driver() ran above), so it runs before the driver's teardown.

@@ -1,14 +1,19 @@
 #include "engine/async/small_staging.hpp"
 
+#include <utility>
+
 #include "engine/async/caller_context.hpp"
+#include "engine/errors/check.hpp"
 
 namespace ferry::detail {
 
-small_staging::small_staging(const driver_table& driver, CUcontext context, std::size_t slot_bytes, std::uint32_t slots)
+small_staging::small_staging(const driver_table& driver, CUcontext context, std::size_t slot_bytes, std::uint32_t slots,
+                             std::function<void(const std::string&)> report)
     : driver_(driver),
       context_(context),
       slot_bytes_(slot_bytes),
       count_(slots),
+      report_(std::move(report)),
       unavailable_(slot_bytes == 0 || slots == 0),
       free_(slots) {}
 
@@ -23,8 +28,19 @@ bool small_staging::allocate_once() noexcept {
   // On the thread of the first small transfer, which need not have the engine's context.
   caller_context in_engine(driver_, context_);
   void* memory = nullptr;
-  if (driver_.cuMemHostAlloc(&memory, slot_bytes_ * count_, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS) {
+  if (const CUresult status = driver_.cuMemHostAlloc(&memory, slot_bytes_ * count_, CU_MEMHOSTALLOC_PORTABLE);
+      status != CUDA_SUCCESS) {
+    // Not asked again for every small transfer: a refusal that does not pass would cost each of them a
+    // driver call. The transfers still move, by the other plans, and the caller hears why they are slower.
     unavailable_.store(true);
+    if (report_) {
+      try {
+        report_("no page-locked memory for the small staging slots (" + std::to_string(count_) + " of " +
+                std::to_string(slot_bytes_) + " bytes: " + status_name(status) +
+                "); small pageable transfers take the driver's staging or the staging pool from now on");
+      } catch (...) {  // a report that cannot be made (no memory for its text) is not worth an op
+      }
+    }
     return false;
   }
   memory_.store(static_cast<std::byte*>(memory));

@@ -8,7 +8,9 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <mutex>
+#include <string>
 
 #include <cuda.h>
 
@@ -20,8 +22,10 @@ namespace ferry::detail {
 class small_staging {
  public:
   // `slots` slots of `slot_bytes` each, page-locked memory of `context`, allocated when the first slot is
-  // asked for. No slots (either is 0): take() always answers nullptr.
-  small_staging(const driver_table& driver, CUcontext context, std::size_t slot_bytes, std::uint32_t slots);
+  // asked for; an allocation the driver refuses is said to `report` (engine_options::on_failure). No slots
+  // (either is 0): take() always answers nullptr.
+  small_staging(const driver_table& driver, CUcontext context, std::size_t slot_bytes, std::uint32_t slots,
+                std::function<void(const std::string&)> report);
   small_staging(const small_staging&) = delete;
   small_staging& operator=(const small_staging&) = delete;
   // The engine's context must be current.
@@ -44,6 +48,7 @@ class small_staging {
   const CUcontext context_;
   const std::size_t slot_bytes_;
   const std::uint32_t count_;
+  const std::function<void(const std::string&)> report_;
   std::mutex allocating_;
   std::atomic<std::byte*> memory_{nullptr};
   std::atomic<bool> unavailable_{false};  // the allocation failed, or there are no slots

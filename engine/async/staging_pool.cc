@@ -41,11 +41,15 @@ void staging_pool::lease(const std::shared_ptr<operation>& op, on_lease ready) {
   waiters_.emplace_back(op, std::move(ready));
 }
 
-staging_pool::chunk staging_pool::try_lease() {
+staging_pool::chunk staging_pool::try_lease() { return take_free(0); }
+
+staging_pool::chunk staging_pool::try_lease_ahead() { return take_free(1); }
+
+staging_pool::chunk staging_pool::take_free(std::size_t kept) {
   std::lock_guard lock(mutex_);
   allocate_once();
   // Ops already waiting come first.
-  if (free_.empty() || !waiters_.empty()) return nullptr;
+  if (free_.size() <= kept || !waiters_.empty()) return nullptr;
   chunk leased = free_.back();
   free_.pop_back();
   return leased;

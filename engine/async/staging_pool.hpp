@@ -35,6 +35,12 @@ class staging_pool {
   void lease(const std::shared_ptr<operation>& op, on_lease ready);
   // A chunk if one is free now and no op waits for one, else nullptr. Throws as lease() does.
   chunk try_lease();
+  // For work that takes its chunk at its call and may then wait behind other work on its stream before
+  // the chunk goes there (a block list, packed at its call): as try_lease, but never the last free chunk.
+  // Such holders then hold at most all chunks but one, and the op at the head of a stream that waits for
+  // a chunk (a staged transfer, holding its stream's turn) always gets one: were they allowed every
+  // chunk, lists queued behind staged transfers on two streams could hold what both wait for.
+  chunk try_lease_ahead();
   void release(chunk released);
   // Hands nullptr to waiters whose op has been cancelled.
   void wake_cancelled();
@@ -46,6 +52,8 @@ class staging_pool {
  private:
   // Allocates the pool's memory on first use (under mutex_).
   void allocate_once();
+  // A free chunk if more than `kept` are free and no op waits for one, else nullptr.
+  chunk take_free(std::size_t kept);
 
   const driver_table& driver_;
   std::size_t chunk_bytes_;

@@ -243,6 +243,67 @@ BOOST_AUTO_TEST_CASE(pageable_blocks_too_many_for_a_chunk_go_through_the_copy_en
   BOOST_TEST(gpu->plan_counts().copy_engine_block_lists == 2u);
 }
 
+// Lists pack at their call and may then wait behind a staged transfer on their stream, which waits for a
+// chunk in turn: were they allowed every chunk, lists queued on two streams could hold what the staged
+// transfers ahead of them wait for, and nothing would move again. A list never takes the pool's last
+// free chunk: with two chunks and a first list packed and held back on its stream, a second list goes
+// through the copy engine (on a stream of its own: the driver may hold a call that copies pageable memory
+// until its stream reaches the copy), and a staged transfer of several chunks completes meanwhile.
+BOOST_AUTO_TEST_CASE(a_list_never_takes_the_last_free_staging_chunk) {
+  options.staging_chunk_bytes = 64 << 10;
+  options.staging_chunks = 2;
+  start();
+  stream held = stream::create();
+  stream other = stream::create();
+  constexpr std::size_t blocks = 12, block = 1000;
+  auto area = gpu->allocate<std::uint8_t>(2 * 2 * blocks * block);
+  const auto first = random_vector<std::uint8_t>(blocks * block, 901);
+  const auto second = random_vector<std::uint8_t>(blocks * block, 902);
+  // Block i of list k goes to slot 2i + k: the two lists interleave on the device.
+  auto list_of = [&](const std::vector<std::uint8_t>& values, std::size_t k) {
+    std::vector<block_pair<std::span<const std::uint8_t>, std::uint8_t>> list;
+    for (std::size_t i = 0; i < blocks; ++i) {
+      list.push_back({std::span(values).subspan(i * block, block), area.get() + (2 * i + k) * block});
+    }
+    return list;
+  };
+  const auto staged_values = random_vector<std::uint32_t>(std::size_t{48} << 10, 903);  // 192 KiB: three chunks
+  auto staged_destination = gpu->allocate<std::uint32_t>(staged_values.size());
+  // The kernel's first launch in a context loads ferry's kernels (cuModuleLoadData), which waits for the
+  // context's work in flight: behind the closed gate below it would wait for ever. A list first.
+  outcome warmed;
+  gpu->poke_blocks(list_of(second, 1), transfer_options{held}, record(warmed));
+  BOOST_TEST(ferry::testing::run_until(io, [&] { return warmed.calls == 1; }));
+  BOOST_TEST(!warmed.error, warmed.error.message());
+  const plan_counts before = gpu->plan_counts();
+  BOOST_TEST(before.kernel_block_lists == 1u);
+  outcome first_done, second_done, staged;
+  {
+    ferry::testing::stream_gate gate(held);
+    gpu->poke_blocks(list_of(first, 0), transfer_options{held}, record(first_done));
+    gpu->poke_blocks(list_of(second, 1), transfer_options{other}, record(second_done));
+    BOOST_TEST(gpu->plan_counts().kernel_block_lists == 2u);       // packed: one chunk held
+    BOOST_TEST(gpu->plan_counts().copy_engine_block_lists == 1u);  // not packed: the last chunk left
+    gpu->poke(std::span<const std::uint32_t>(staged_values), staged_destination.get(), transfer_plan::staged,
+              record(staged));
+    BOOST_TEST(ferry::testing::run_until(io, [&] { return staged.calls == 1 && second_done.calls == 1; }));
+    BOOST_TEST(first_done.calls == 0);
+    gate.open();
+    BOOST_TEST(ferry::testing::run_until(io, [&] { return first_done.calls == 1 && second_done.calls == 1; }));
+  }
+  BOOST_TEST(!first_done.error, first_done.error.message());
+  BOOST_TEST(!second_done.error, second_done.error.message());
+  BOOST_TEST(!staged.error, staged.error.message());
+  BOOST_TEST(
+      ferry::testing::same_bytes(peek_list_array(staged_values.size(), staged_destination.get()), staged_values));
+  const std::vector<std::uint8_t> there = peek_list_array(area.size(), area.get());
+  for (std::size_t i = 0; i < blocks; ++i) {
+    BOOST_TEST(std::equal(first.begin() + i * block, first.begin() + (i + 1) * block, there.begin() + 2 * i * block));
+    BOOST_TEST(std::equal(second.begin() + i * block, second.begin() + (i + 1) * block,
+                          there.begin() + (2 * i + 1) * block));
+  }
+}
+
 // More blocks than one launch's descriptor slab holds: several launches, one op.
 BOOST_AUTO_TEST_CASE(a_list_longer_than_a_launch_takes_several_and_completes_once) {
   start();

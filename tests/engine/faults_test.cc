@@ -12,7 +12,9 @@
 #include <cstdio>
 #include <future>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/driver/sim/control.hpp"
@@ -119,6 +121,38 @@ BOOST_AUTO_TEST_CASE(a_failed_copy_through_a_small_slot_names_the_callers_memory
   BOOST_TEST(narrow.peek(destination.get(), std::span(back), asio::use_future).get() == values.size());
   BOOST_TEST(back == values);
   BOOST_TEST((seen == std::vector<transfer_plan>(4, transfer_plan::staged)));
+}
+
+// The small staging slots are allocated by the first small pageable transfer. When the driver refuses,
+// the engine says so once, small pokes take the driver's staging and peeks the staging pool, every byte
+// moves, and the allocation is not tried again per transfer.
+BOOST_AUTO_TEST_CASE(small_slots_the_driver_cannot_allocate_are_reported_once_and_transfers_take_other_plans) {
+  std::vector<transfer_plan> seen;
+  engine_options reporting = options;
+  reporting.on_plan = [&](std::string_view, transfer_plan plan, std::size_t) { seen.push_back(plan); };
+  engine slotless{io.get_executor(), reporting};
+  const auto values = random_vector<std::uint8_t>(4096, 511);
+  auto destination = slotless.allocate<std::uint8_t>(values.size());
+  const auto allocations_before = sim::call_counts().at("cuMemHostAlloc");
+  sim::fail_call("cuMemHostAlloc", 1, CUDA_ERROR_OUT_OF_MEMORY);
+  for (int round = 0; round < 2; ++round) {
+    std::vector<std::uint8_t> back(values.size());
+    ferry::testing::poison_fill(std::span(back));
+    BOOST_TEST(slotless.poke(std::span(values), destination.get(), asio::use_future).get() == values.size());
+    BOOST_TEST(slotless.peek(destination.get(), std::span(back), asio::use_future).get() == values.size());
+    BOOST_TEST(back == values);
+  }
+  sim::reset_faults();
+  const std::vector<std::string> reported = failures.seen();
+  BOOST_REQUIRE(reported.size() == 1u);
+  BOOST_TEST(reported[0] ==
+                 "no page-locked memory for the small staging slots (64 of 65536 bytes: CUDA_ERROR_OUT_OF_MEMORY); "
+                 "small pageable transfers take the driver's staging or the staging pool from now on",
+             reported[0]);
+  BOOST_TEST((seen == std::vector<transfer_plan>{transfer_plan::driver_staged, transfer_plan::staged,
+                                                  transfer_plan::driver_staged, transfer_plan::staged}));
+  // The refused allocation and the staging pool's one: the slots were not asked for again.
+  BOOST_TEST(sim::call_counts().at("cuMemHostAlloc") - allocations_before == 2u);
 }
 
 BOOST_AUTO_TEST_CASE(out_of_memory_for_staging_completes_the_op_with_out_of_memory) {

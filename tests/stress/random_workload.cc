@@ -224,6 +224,7 @@ class worker {
   void complete(step_state& step, op_record& op, error_code error, std::optional<std::size_t> bytes,
                 const std::vector<std::uint8_t>* handed_back) {
     op.done = true;
+    totals_.completed(&op);
     if (!op.read_back) {
       totals_.ops.fetch_add(1, std::memory_order_relaxed);
       totals_.bytes_moved.fetch_add(op.bytes, std::memory_order_relaxed);
@@ -654,6 +655,8 @@ class worker {
         op.kind = op_kind::copy;  // the step's host memory is taken: a device-to-device op instead
         issue(step, op, low, low + slot, big, stream, host);
       }
+      // Its handler runs on this strand, after this coroutine yields: the op is still outstanding.
+      totals_.initiated(&op, op.description);
       if (op.cancel) schedule_cancel(step, step->ops.back());
     }
     if (big) ++big_ops_;
@@ -676,6 +679,7 @@ class worker {
       ++step->pending;
       totals_.read_backs.fetch_add(1, std::memory_order_relaxed);
       gpu_.peek(device_source(begin), pinned_span(host_ptr<std::uint8_t>(read_back_.data() + begin), op.bytes), transfer_handler(step, op));
+      totals_.initiated(&op, op.description);
     }
     co_await wait_for(step);
   }
@@ -711,6 +715,23 @@ void workload_totals::fail(std::string message) {
 std::vector<std::string> workload_totals::failure_messages() const {
   std::lock_guard lock(mutex_);
   return messages_;
+}
+
+void workload_totals::initiated(const void* op, const std::string& description) {
+  std::lock_guard lock(mutex_);
+  outstanding_[op] = description;
+}
+
+void workload_totals::completed(const void* op) {
+  std::lock_guard lock(mutex_);
+  outstanding_.erase(op);
+}
+
+std::vector<std::string> workload_totals::outstanding() const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::string> descriptions;
+  for (const auto& [op, description] : outstanding_) descriptions.push_back(description);
+  return descriptions;
 }
 
 void spawn_workload(engine& gpu, asio::any_io_executor executor, const workload_options& options,

@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -62,9 +63,16 @@ struct workload_totals {
   void fail(std::string message);
   std::vector<std::string> failure_messages() const;  // the first few
 
+  // The ops initiated and not yet completed, by description: what a run that stops making progress
+  // names (an op whose handler never runs).
+  void initiated(const void* op, const std::string& description);
+  void completed(const void* op);
+  std::vector<std::string> outstanding() const;
+
  private:
   mutable std::mutex mutex_;
   std::vector<std::string> messages_;
+  std::map<const void*, std::string> outstanding_;
 };
 
 // Spawns options.workers coroutines on `executor` (each on a strand of it) running random verified

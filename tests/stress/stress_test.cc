@@ -53,6 +53,29 @@ struct workload_run {
   stress::workload_options options;
 };
 
+// Waits for the workload's workers. A run in which no op completes for `limit` names the ops it still
+// waits for and aborts: an op whose handler never runs would otherwise hang the test until its time
+// limit with nothing said.
+void watch_for_stalls(const stress::workload_totals& totals, std::size_t workers, std::chrono::seconds limit) {
+  auto progress = [&] { return totals.ops + totals.read_backs; };
+  std::size_t seen = progress();
+  auto since = std::chrono::steady_clock::now();
+  while (totals.workers_done < workers) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const auto now = std::chrono::steady_clock::now();
+    if (const std::size_t made = progress(); made != seen) {
+      seen = made;
+      since = now;
+    } else if (now - since > limit) {
+      const std::vector<std::string> waiting = totals.outstanding();
+      std::cerr << "stress: no op completed for " << limit.count() << " s; " << waiting.size()
+                << " initiated and not completed:\n";
+      for (const std::string& description : waiting) std::cerr << "  " << description << "\n";
+      std::abort();
+    }
+  }
+}
+
 // `ops` random operations from the workload's coroutines on a four-thread io_context, by an engine with
 // `settings`; `inspect` looks at the engine once every worker is done, before it is destroyed.
 template <class Inspect>
@@ -69,6 +92,7 @@ void run_workload(workload_run& run, std::size_t ops, std::uint64_t seed, const 
   stress::spawn_workload(gpu, io.get_executor(), run.options, run.totals);
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) threads.emplace_back([&] { io.run(); });
+  watch_for_stalls(run.totals, run.options.workers, std::chrono::seconds(60));
   for (auto& thread : threads) thread.join();
   inspect(gpu);
 }
