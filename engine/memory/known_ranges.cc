@@ -94,7 +94,7 @@ std::optional<known_range> check_side(std::string_view operation, const endpoint
   if (side.kind == memory_kind::pageable_host) {
     // Pageable memory cannot be looked up, but a range past the end of the address space is no memory:
     // its end would wrap to a low address, which every later check (overlaps, packing) would misread.
-    if (offset > UINTPTR_MAX - side.address || bytes - 1 > UINTPTR_MAX - side.address - offset) {
+    if (runs_past_address_space(side.address, offset, bytes)) {
       const std::string at = offset == 0 ? "" : " + offset " + std::to_string(offset);
       throw_invalid_argument(operation, argument + " " + hex(side.address) + at + ": " + std::to_string(bytes) +
                                             " bytes from there run past the end of the address space");

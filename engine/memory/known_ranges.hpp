@@ -41,10 +41,16 @@ std::optional<known_range> host_range_known_to_driver(std::uintptr_t address) no
 // [address + offset, address + offset + bytes) lies inside one allocation the driver knows:
 // first looked up in the ranges ferry allocated or registered itself (own_ranges.hpp), without a driver
 // call, then asked of the driver.
-// Pageable host memory cannot be checked beyond null. Returns the allocation found (none for pageable
-// memory or no bytes).
+// Pageable host memory cannot be looked up: it is checked only for null and for running past the end of
+// the address space. Returns the allocation found (none for pageable memory or no bytes).
 std::optional<known_range> check_side(std::string_view operation, const endpoint& side, std::size_t offset,
                                       std::size_t bytes);
+
+// Whether [address + offset, address + offset + bytes) runs past the end of the address space (its end
+// would wrap to a low address). `bytes` is at least 1.
+constexpr bool runs_past_address_space(std::uintptr_t address, std::size_t offset, std::size_t bytes) noexcept {
+  return offset > UINTPTR_MAX - address || bytes - 1 > UINTPTR_MAX - address - offset;
+}
 
 // Whether `address` is device memory that the host cannot read (device memory that is not managed).
 bool is_device_only_memory(std::uintptr_t address) noexcept;

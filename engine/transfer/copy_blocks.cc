@@ -182,7 +182,7 @@ checked_blocks plan_blocks(std::string_view operation, bool to_device, memory_ki
       pinned_hosts.check(operation, memory_kind::pinned_host, b.host, bytes, i, "host");
     } else if (bytes > 0) {
       // Null, or running past the end of the address space: check_side says which.
-      if (b.host == 0 || bytes - 1 > UINTPTR_MAX - b.host) {
+      if (b.host == 0 || runs_past_address_space(b.host, 0, bytes)) {
         check_side(operation, endpoint{host_kind, b.host, block_argument(i, "host")}, 0, bytes);
       }
       if (!pageable_hosts.verified(b.host, bytes) && is_device_only_memory(b.host)) {
