@@ -256,7 +256,7 @@ BOOST_AUTO_TEST_CASE(a_list_never_takes_the_last_free_staging_chunk) {
   stream held = stream::create();
   stream other = stream::create();
   constexpr std::size_t blocks = 12, block = 1000;
-  auto area = gpu->allocate<std::uint8_t>(2 * 2 * blocks * block);
+  auto area = gpu->allocate<std::uint8_t>(2 * blocks * block);
   const auto first = random_vector<std::uint8_t>(blocks * block, 901);
   const auto second = random_vector<std::uint8_t>(blocks * block, 902);
   // Block i of list k goes to slot 2i + k: the two lists interleave on the device.

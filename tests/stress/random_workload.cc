@@ -66,6 +66,7 @@ struct workload_state {
   workload_options options;
   workload_totals& totals;
   std::atomic<std::size_t> issued{0};
+  std::atomic<std::size_t> allocated{0};  // workers whose memory is allocated
 };
 
 // One op of a step: what to check when it completes.
@@ -138,6 +139,7 @@ class worker {
   }
 
   asio::awaitable<void> run() {
+    if (state_->options.allocate_before_any_op) co_await wait_for_every_worker_to_allocate();
     // The arena starts with random bytes, known to the model. Every host buffer is touched now, so that
     // the process's memory is all there from the start (the soak watches it stay flat).
     fill(std::as_writable_bytes(pinned_.span()));
@@ -164,6 +166,17 @@ class worker {
   }
 
  private:
+  // Counts this worker's memory as allocated, then waits until every worker's is (a worker whose set-up
+  // threw has finished: it allocates nothing more).
+  asio::awaitable<void> wait_for_every_worker_to_allocate() {
+    state_->allocated.fetch_add(1);
+    asio::steady_timer pause(executor_);
+    while (state_->allocated.load() + totals_.workers_done.load() < state_->options.workers) {
+      pause.expires_after(std::chrono::milliseconds(1));
+      co_await pause.async_wait(asio::use_awaitable);
+    }
+  }
+
   pinned_buffer<std::uint8_t> pinned_in_engine_context(std::size_t bytes) {
     context_guard in_engine(context_);
     return pinned_buffer<std::uint8_t>::allocate(bytes);

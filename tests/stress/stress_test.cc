@@ -10,6 +10,8 @@
 // copier on.
 #include <boost/asio/io_context.hpp>
 #include <boost/test/unit_test.hpp>
+#include <sys/prctl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -53,9 +55,21 @@ struct workload_run {
   stress::workload_options options;
 };
 
+// Every thread's stack, by gdb or cuda-gdb where one is installed: the driver call or lock each thread
+// waits in. The process aborts next anyway: cuda-gdb was seen to print the stacks and then leave the
+// process faulting as it detached, or not return (it gets a minute).
+void print_thread_stacks() {
+  prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY);
+  const std::string command =
+      "debugger=$(command -v gdb || command -v cuda-gdb || command -v /usr/local/cuda/bin/cuda-gdb) && "
+      "timeout 60 $debugger -p " +
+      std::to_string(getpid()) + " -batch -nx -ex 'thread apply all bt 24' 1>&2 2>/dev/null";
+  if (std::system(command.c_str()) != 0) std::cerr << "stress: no thread stacks (no gdb or cuda-gdb)\n";
+}
+
 // Waits for the workload's workers. A run in which no op completes for `limit` names the ops it still
-// waits for and aborts: an op whose handler never runs would otherwise hang the test until its time
-// limit with nothing said.
+// waits for, prints every thread's stack and aborts: an op whose handler never runs would otherwise
+// hang the test until its time limit with nothing said.
 void watch_for_stalls(const stress::workload_totals& totals, std::size_t workers, std::chrono::seconds limit) {
   auto progress = [&] { return totals.ops + totals.read_backs; };
   std::size_t seen = progress();
@@ -68,9 +82,10 @@ void watch_for_stalls(const stress::workload_totals& totals, std::size_t workers
       since = now;
     } else if (now - since > limit) {
       const std::vector<std::string> waiting = totals.outstanding();
-      std::cerr << "stress: no op completed for " << limit.count() << " s; " << waiting.size()
-                << " initiated and not completed:\n";
+      std::cerr << "stress: no op completed for " << limit.count() << " s; " << totals.workers_started << " of "
+                << workers << " workers past their set-up; " << waiting.size() << " ops initiated and not completed:\n";
       for (const std::string& description : waiting) std::cerr << "  " << description << "\n";
+      print_thread_stacks();
       std::abort();
     }
   }
@@ -142,6 +157,8 @@ BOOST_AUTO_TEST_CASE(random_operations_with_the_resident_copier_on_all_match_the
   engine_options resident;
   resident.resident_copies = true;
   workload_run run;
+  // Under memcheck an allocation made while the kernel runs can hang the process (README).
+  run.options.allocate_before_any_op = ferry::testing::under_compute_sanitizer();
   run_workload(run, ops, 20261202, resident, [](engine& gpu) {
     const auto plans = gpu.plan_counts();
     std::cout << "plans: resident " << plans.resident << ", pinned " << plans.pinned << ", batched " << plans.batched
