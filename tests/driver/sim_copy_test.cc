@@ -1,8 +1,12 @@
 // The sim's copies and fills: byte-exact on random data, bytes around the target left alone, and every
 // bad range refused before anything is queued.
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <future>
+#include <memory>
+#include <span>
 #include <vector>
 
 #include "tests/driver/sim_test_support.hpp"
@@ -242,7 +246,11 @@ BOOST_AUTO_TEST_CASE(a_batch_runs_every_copy_and_validates_as_the_driver_does) {
   sim_context fixture;
   const CUdeviceptr device = device_alloc(4096);
   std::vector<std::byte> source = random_bytes(3000, 6);
-  std::vector<std::byte> destination = poisoned_bytes(1000);
+  // Page-locked: a batch that writes pageable memory returns only once it has run (the next case).
+  void* pinned = nullptr;
+  BOOST_REQUIRE(sim().cuMemHostAlloc(&pinned, 1000, 0) == CUDA_SUCCESS);
+  const std::span destination(static_cast<std::byte*>(pinned), 1000);
+  std::ranges::copy(poisoned_bytes(1000), destination.begin());
   BOOST_REQUIRE(sim().cuMemsetD8(device, static_cast<unsigned char>(poison), 4096) == CUDA_SUCCESS);
   CUstream stream = stream_create();
   auto address = [](const void* p) { return reinterpret_cast<CUdeviceptr>(p); };
@@ -281,6 +289,36 @@ BOOST_AUTO_TEST_CASE(a_batch_runs_every_copy_and_validates_as_the_driver_does) {
   std::size_t too_big[] = {2000, 2049, 1000};  // the second would end past the device allocation
   BOOST_TEST(sim().cuMemcpyBatchAsync(dsts, srcs, too_big, 3, attributes, indices, 2, stream) ==
              CUDA_ERROR_INVALID_VALUE);
+  BOOST_TEST(sim().cuStreamDestroy(stream) == CUDA_SUCCESS);
+  BOOST_TEST(sim().cuMemFree(device) == CUDA_SUCCESS);
+  BOOST_TEST(sim().cuMemFreeHost(pinned) == CUDA_SUCCESS);
+}
+
+// As the driver's copies to pageable memory: the call returns once the batch has run, so behind a held
+// stream it waits for the stream.
+BOOST_AUTO_TEST_CASE(a_batch_that_writes_pageable_memory_returns_once_it_has_run) {
+  sim_context fixture;
+  const CUdeviceptr device = device_alloc(2048);
+  const std::vector<std::byte> values = random_bytes(2048, 8);
+  BOOST_REQUIRE(sim().cuMemcpyHtoD(device, values.data(), 2048) == CUDA_SUCCESS);
+  std::vector<std::byte> destination = poisoned_bytes(1500);
+  CUstream stream = stream_create();
+  CUdeviceptr dsts[] = {reinterpret_cast<CUdeviceptr>(destination.data())};
+  CUdeviceptr srcs[] = {device + 300};
+  std::size_t sizes[] = {1500};
+  CUmemcpyAttributes attributes{};
+  attributes.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+  std::size_t indices[] = {0};
+  auto hold = std::make_unique<ferry::sim::gate>(stream);
+  auto call = std::async(std::launch::async, [&] {
+    if (CUresult made = sim().cuCtxSetCurrent(fixture.ctx); made != CUDA_SUCCESS) return made;
+    return sim().cuMemcpyBatchAsync(dsts, srcs, sizes, 1, &attributes, indices, 1, stream);
+  });
+  BOOST_TEST((call.wait_for(std::chrono::milliseconds(200)) == std::future_status::timeout));
+  hold.reset();  // opens the stream
+  BOOST_TEST(call.get() == CUDA_SUCCESS);
+  // Done when the call returned: no synchronization before the check.
+  BOOST_TEST(same_bytes(destination, std::span(values).subspan(300, 1500)));
   BOOST_TEST(sim().cuStreamDestroy(stream) == CUDA_SUCCESS);
   BOOST_TEST(sim().cuMemFree(device) == CUDA_SUCCESS);
 }

@@ -1,11 +1,13 @@
 // cuMemcpyBatchAsync: many pointer-to-pointer copies (host or device, told apart by address as with
 // UVA) that run as one stream operation. Sources marked CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL are
-// read before the call returns, as the driver promises for them.
+// read before the call returns, as the driver promises for them. A batch that writes pageable host
+// memory returns only once it has run, as the driver's copies to pageable memory do.
 #include <cstring>
 #include <memory>
 #include <vector>
 
 #include "engine/driver/sim/api.hpp"
+#include "engine/driver/sim/contexts.hpp"
 #include "engine/driver/sim/copy_engine.hpp"
 #include "engine/driver/sim/memory_registry.hpp"
 #include "engine/driver/sim/status.hpp"
@@ -75,6 +77,7 @@ CUresult cuMemcpyBatchAsync(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes,
   }
   batch work;
   work.entries.reserve(count);
+  bool writes_pageable = false;
   std::size_t attribute = 0;
   for (std::size_t i = 0; i < count; ++i) {
     while (attribute + 1 < numAttrs && attrsIdxs[attribute + 1] <= i) ++attribute;
@@ -83,13 +86,20 @@ CUresult cuMemcpyBatchAsync(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes,
     e.bytes = sizes[i];
     FERRY_SIM_TRY(resolve_unified(dsts[i], sizes[i], e.destination));
     FERRY_SIM_TRY(resolve_unified(srcs[i], sizes[i], e.source));
+    writes_pageable = writes_pageable || e.destination.keep == nullptr;
     if (attrs[attribute].srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL) {
       e.snapshot = std::make_shared<const std::vector<std::byte>>(e.source.host, e.source.host + e.bytes);
     }
     work.total += sizes[i];
   }
   if (work.entries.empty()) return CUDA_SUCCESS;
-  return enqueue(*s, {std::move(work)});
+  std::uint64_t sequence = 0;
+  FERRY_SIM_TRY(enqueue(*s, {std::move(work)}, &sequence));
+  if (writes_pageable) {
+    s->wait(sequence);
+    return s->owner().sticky();
+  }
+  return CUDA_SUCCESS;
 }
 
 }  // namespace ferry::sim::api

@@ -186,7 +186,7 @@ CUresult stream_for_memory_call(CUstream handle, std::shared_ptr<stream>& out) {
   return out->owner().sticky();
 }
 
-CUresult enqueue(stream& s, stream_op op) {
+CUresult enqueue(stream& s, stream_op op, std::uint64_t* sequence) {
   context& ctx = s.owner();
   std::lock_guard order(ctx.ordering());
   std::vector<std::pair<std::shared_ptr<stream>, std::uint64_t>> waits;
@@ -207,7 +207,9 @@ CUresult enqueue(stream& s, stream_op op) {
     };
     if (s.push({std::move(barrier)}) == 0) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
   }
-  return s.push(std::move(op)) == 0 ? CUDA_ERROR_CONTEXT_IS_DESTROYED : CUDA_SUCCESS;
+  const std::uint64_t pushed = s.push(std::move(op));
+  if (sequence != nullptr) *sequence = pushed;
+  return pushed == 0 ? CUDA_ERROR_CONTEXT_IS_DESTROYED : CUDA_SUCCESS;
 }
 
 CUresult drain_legacy_order(context& ctx) {
