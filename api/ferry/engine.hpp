@@ -193,10 +193,8 @@ class engine {
   // `blocks` is a contiguous range of ferry::block_pair (blocks.hpp). Page-locked blocks move by one launch of
   // the gather/scatter kernel (from engine_options::batch_kernel_min_copies blocks on, where the device
   // reaches page-locked memory) or one cuMemcpyBatchAsync; transfer_options::batching picks one. Pageable
-  // blocks are packed into a staging chunk when they fit one; otherwise an engine thread submits the
-  // cuMemcpyBatchAsync of the pageable memory, which the driver may hold until the stream reaches it.
-  // The written ranges (the device's for a poke, the host's for a peek) may not overlap; every block is
-  // checked, and an error names it.
+  // blocks are packed into a staging chunk when they fit one. The written ranges (the device's for a poke,
+  // the host's for a peek) may not overlap; every block is checked, and an error names it.
   template <class Blocks, class Token>
     requires detail::poke_block_range<Blocks>
   auto poke_blocks(const Blocks& blocks, Token&& token) {

@@ -177,10 +177,6 @@ prepared_transfer block_lists::prepare(std::string_view operation, bool to_devic
     transfer.destination = to_device ? device : host;
   }
   transfer.extra = " (" + std::to_string(listed) + " blocks, from the first block's)";
-  // Not packed: cuMemcpyBatchAsync reads or writes the pageable memory itself, and may return only once
-  // the stream has reached the copy (a peek's, once it is done).
-  transfer.enqueue_may_wait =
-      host_kind == memory_kind::pageable_host && blocks.chunk == nullptr && !blocks.blocks.empty();
   list* raw = held.get();  // the transfer holds the list until the GPU is done: the pointer stays valid
   transfer.enqueue = [this, raw](const prepared_transfer&, CUstream stream) { return enqueue(*raw, stream); };
   transfer.hold = std::move(held);

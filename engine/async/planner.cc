@@ -181,10 +181,6 @@ void engine_core::impl::submit_planned(std::shared_ptr<operation> op, std::uint6
     post_work([this, op = std::move(op), sequence, transfer = std::move(transfer), stream, sequenced] {
       run_registered(op, sequence, transfer, stream, sequenced);
     });
-  } else if (transfer->enqueue_may_wait) {
-    post_work([this, op = std::move(op), sequence, transfer = std::move(transfer), stream, sequenced] {
-      run_single(op, sequence, transfer, stream, sequenced);
-    });
   } else {
     run_single(std::move(op), sequence, std::move(transfer), stream, sequenced);
   }

@@ -207,7 +207,7 @@ void engine_core::impl::prefetch_bookkeeping() const noexcept {
 // the GPU moves the bytes, which shortens a small transfer's round trip (docs/performance.md).
 bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_transfer& prepared,
                                       std::optional<CUstream> stream) {
-  if (prepared.bytes == 0 || prepared.enqueue_may_wait || sticky.load() != CUDA_SUCCESS) return false;
+  if (prepared.bytes == 0 || sticky.load() != CUDA_SUCCESS) return false;
   // A pageable side: only a small transfer, which one driver call moves: memory the driver knows as
   // page-locked in one DMA, other memory through a small_staging slot or (a poke, while every slot is in
   // use) the driver's own staging.

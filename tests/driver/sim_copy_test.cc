@@ -309,8 +309,9 @@ BOOST_AUTO_TEST_CASE(a_batch_that_writes_pageable_memory_returns_once_it_has_run
   CUmemcpyAttributes attributes{};
   attributes.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
   std::size_t indices[] = {0};
+  std::future<CUresult> call;  // before the gate: on the way out the gate opens before the call is waited for
   auto hold = std::make_unique<ferry::sim::gate>(stream);
-  auto call = std::async(std::launch::async, [&] {
+  call = std::async(std::launch::async, [&] {
     if (CUresult made = sim().cuCtxSetCurrent(fixture.ctx); made != CUDA_SUCCESS) return made;
     return sim().cuMemcpyBatchAsync(dsts, srcs, sizes, 1, &attributes, indices, 1, stream);
   });

@@ -21,7 +21,6 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
-#include <future>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -287,8 +286,7 @@ BOOST_AUTO_TEST_CASE(a_list_never_takes_the_last_free_staging_chunk) {
     gpu->poke(std::span<const std::uint32_t>(staged_values), staged_destination.get(), transfer_plan::staged,
               record(staged));
     BOOST_TEST(ferry::testing::run_until(io, [&] { return staged.calls == 1 && second_done.calls == 1; }));
-    // Not packed (the last chunk left): an engine thread submitted it to the copy engine.
-    BOOST_TEST(gpu->plan_counts().copy_engine_block_lists == 1u);
+    BOOST_TEST(gpu->plan_counts().copy_engine_block_lists == 1u);  // not packed: the last chunk left
     BOOST_TEST(first_done.calls == 0);
     gate.open();
     BOOST_TEST(ferry::testing::run_until(io, [&] { return first_done.calls == 1 && second_done.calls == 1; }));
@@ -304,47 +302,6 @@ BOOST_AUTO_TEST_CASE(a_list_never_takes_the_last_free_staging_chunk) {
     BOOST_TEST(std::equal(second.begin() + i * block, second.begin() + (i + 1) * block,
                           there.begin() + (2 * i + 1) * block));
   }
-}
-
-// A pageable list that no chunk packs is read or written where it lies, by cuMemcpyBatchAsync, which the
-// driver may hold until the stream reaches the copy (a peek's until it is done): an engine thread makes
-// that call, and the initiating call returns while the stream is held.
-BOOST_AUTO_TEST_CASE(an_unpacked_pageable_list_is_submitted_off_the_callers_thread) {
-  options.staging_chunk_bytes = 64 << 10;
-  options.staging_chunks = 2;
-  start();
-  stream held = stream::create();
-  constexpr std::size_t blocks = 12, block = 8000;  // 96,000 bytes: more than a chunk packs
-  const auto values = random_vector<std::uint8_t>(2 * blocks * block, 911);
-  auto area = gpu->allocate<std::uint8_t>(values.size());
-  ferry::poke_array(values.size(), values.data(), area.get());
-  std::vector<std::uint8_t> there(blocks * block, 0x5A);
-  // Block i comes from slot 2i + 1 of the device area: every other slot.
-  std::vector<block_pair<std::span<std::uint8_t>, std::uint8_t>> list;
-  for (std::size_t i = 0; i < blocks; ++i) {
-    list.push_back({std::span(there).subspan(i * block, block), area.get() + (2 * i + 1) * block});
-  }
-  outcome peeked;
-  {
-    ferry::testing::stream_gate gate(held);
-    auto call = std::async(std::launch::async,
-                           [&] { gpu->peek_blocks(list, transfer_options{held}, record(peeked)); });
-    const bool returned = call.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
-    BOOST_TEST(returned);
-    BOOST_TEST(peeked.calls == 0);
-    gate.open();
-    call.get();
-    BOOST_TEST(ferry::testing::run_until(io, [&] { return peeked.calls == 1; }));
-  }
-  BOOST_TEST(!peeked.error, peeked.error.message());
-  BOOST_TEST(peeked.bytes == blocks * block);
-  BOOST_TEST(gpu->plan_counts().copy_engine_block_lists == 1u);
-  bool every_block = true;
-  for (std::size_t i = 0; i < blocks; ++i) {
-    every_block = every_block && std::equal(there.begin() + i * block, there.begin() + (i + 1) * block,
-                                            values.begin() + (2 * i + 1) * block);
-  }
-  BOOST_TEST(every_block);
 }
 
 // More blocks than one launch's descriptor slab holds: several launches, one op.

@@ -11,6 +11,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/test/unit_test.hpp>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -57,14 +58,21 @@ struct workload_run {
 
 // Every thread's stack, by gdb or cuda-gdb where one is installed: the driver call or lock each thread
 // waits in. The process aborts next anyway: cuda-gdb was seen to print the stacks and then leave the
-// process faulting as it detached, or not return (it gets a minute).
+// process faulting as it detached, or not return (it gets a minute, then is killed, and the process is
+// let go on).
 void print_thread_stacks() {
   prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY);
+  const std::string pid = std::to_string(getpid());
   const std::string command =
-      "debugger=$(command -v gdb || command -v cuda-gdb || command -v /usr/local/cuda/bin/cuda-gdb) && "
-      "timeout 60 $debugger -p " +
-      std::to_string(getpid()) + " -batch -nx -ex 'thread apply all bt 24' 1>&2 2>/dev/null";
-  if (std::system(command.c_str()) != 0) std::cerr << "stress: no thread stacks (no gdb or cuda-gdb)\n";
+      "debugger=$(command -v gdb || command -v cuda-gdb || command -v /usr/local/cuda/bin/cuda-gdb) || exit 127; "
+      "timeout -k 5 60 $debugger -p " + pid + " -batch -nx -ex 'thread apply all bt 24' 1>&2; status=$?; "
+      "kill -CONT " + pid + "; exit $status";
+  const int status = std::system(command.c_str());
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
+    std::cerr << "stress: no thread stacks (no gdb or cuda-gdb)\n";
+  } else if (status != 0) {
+    std::cerr << "stress: the debugger ended with status " << status << "\n";
+  }
 }
 
 // Waits for the workload's workers. A run in which no op completes for `limit` names the ops it still

@@ -78,9 +78,6 @@ struct prepared_transfer {
   // False for a vector the op owns and hands back: ferry cannot see the caller free it later, so a
   // registration would outlive the memory (a registered range whose pages are gone).
   bool registrable = true;
-  // Its enqueue may wait until the stream reaches the work (the driver's copies of pageable memory may:
-  // a block list read or written where it lies): submitted from an engine thread, never the caller's.
-  bool enqueue_may_wait = false;
   transfer_plan plan = transfer_plan::automatic;
   batch_path batching = batch_path::automatic;  // how it moves if batched (transfer_options::batching)
   std::shared_ptr<void> hold;  // kept until the GPU is done (a registration lease)

@@ -96,7 +96,7 @@ CUresult cuMemcpyBatchAsync(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes,
   std::uint64_t sequence = 0;
   FERRY_SIM_TRY(enqueue(*s, {std::move(work)}, &sequence));
   if (writes_pageable) {
-    s->wait(sequence);
+    s->wait_until_run(sequence);
     return s->owner().sticky();
   }
   return CUDA_SUCCESS;

@@ -119,6 +119,11 @@ void stream::wait_from_worker(std::uint64_t sequence, const context& waiter) {
   }
 }
 
+void stream::wait_until_run(std::uint64_t sequence) {
+  std::unique_lock lock(mutex_);
+  work_done_.wait(lock, [&] { return completed_ >= sequence; });
+}
+
 void stream::wait_idle() {
   std::unique_lock lock(mutex_);
   work_done_.wait(lock, [this] { return completed_ >= submitted_; });

@@ -50,6 +50,9 @@ class stream {
   void wait_from_worker(std::uint64_t sequence, const context& waiter);
   // Waits until everything submitted has run (or been discarded), whatever the sticky status.
   void wait_idle();
+  // Waits until `sequence` has run (or been discarded), whatever the sticky status: a call that returns
+  // once its own work is done must not return while that work may still touch the caller's memory.
+  void wait_until_run(std::uint64_t sequence);
   // Wakes host waiters so that they notice a sticky error.
   void wake();
 
