@@ -166,7 +166,7 @@ BOOST_AUTO_TEST_CASE(random_operations_with_the_resident_copier_on_all_match_the
   resident.resident_copies = true;
   workload_run run;
   // Under memcheck an allocation made while the kernel runs can hang the process (README).
-  run.options.allocate_before_any_op = ferry::testing::under_compute_sanitizer();
+  run.options.allocate_and_free_together = ferry::testing::under_compute_sanitizer();
   run_workload(run, ops, 20261202, resident, [](engine& gpu) {
     const auto plans = gpu.plan_counts();
     std::cout << "plans: resident " << plans.resident << ", pinned " << plans.pinned << ", batched " << plans.batched
