@@ -59,7 +59,7 @@ struct workload_run {
 // Every thread's stack, by gdb or cuda-gdb where one is installed: the driver call or lock each thread
 // waits in. The process aborts next anyway: cuda-gdb was seen to print the stacks and then leave the
 // process faulting as it detached, or not return (it gets a minute, then is killed, and the process is
-// let go on).
+// continued in case it was left stopped).
 void print_thread_stacks() {
   prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY);
   const std::string pid = std::to_string(getpid());

@@ -92,8 +92,8 @@ CUresult resolve_stream(CUstream handle, std::shared_ptr<stream>& out);
 CUresult stream_for_memory_call(CUstream handle, std::shared_ptr<stream>& out);
 
 // Appends `op` to `s`, behind the work it must wait for under the legacy stream's implicit ordering,
-// and says where it is in `sequence` (when given; stream::wait takes it). CUDA_ERROR_CONTEXT_IS_DESTROYED
-// when the stream's context died.
+// and says where it is in `sequence` (when given; stream::wait and wait_until_run take it).
+// CUDA_ERROR_CONTEXT_IS_DESTROYED when the stream's context died.
 CUresult enqueue(stream& s, stream_op op, std::uint64_t* sequence = nullptr);
 
 // Waits until everything submitted so far to `ctx`'s legacy stream and blocking streams has run: what a
