@@ -215,14 +215,17 @@ struct engine_options {
   // initiating call writes the copy into a ring in mapped page-locked memory, with no copy call and no
   // flag write (one pointer-attribute query for the device side's context), and the kernel starts it as soon
   // as it reads the entry, without the copy engine's setup. The kernel is launched by the first such
-  // copy and stopped when the poller parks (spin_window after the last activity), so an idle engine holds
-  // no SM. While it runs it holds one block of 1024 threads on one SM, and work that waits for the whole
-  // context (cuCtxSynchronize, context::synchronize) waits until it stops. Forcing transfer_plan::pinned
-  // on a call keeps that copy on the copy engine. Needs the poll policy and a device that reaches
-  // page-locked host memory at its host address (else the engine refuses to start: invalid_argument).
+  // copy and stopped when the poller parks (spin_window after the last activity), or once no copy was
+  // posted to it for resident_idle_stop to twice that, whichever comes first, so an idle engine holds no
+  // SM. While it runs it holds one block of 1024 threads on one SM, and work that waits for the whole
+  // context (cuCtxSynchronize, context::synchronize, frees of memory) waits until it stops. Forcing
+  // transfer_plan::pinned on a call keeps that copy on the copy engine. Needs the poll policy and a device
+  // that reaches page-locked host memory at its host address (else the engine refuses to start:
+  // invalid_argument).
   // Off by default; bench/transfer_bandwidth and bench/engine_latency measure it beside the copy engine.
   bool resident_copies = false;
   std::size_t resident_max_bytes = std::size_t{64} << 10;
+  std::chrono::microseconds resident_idle_stop{10000};  // more than zero
   // How copy_peer moves when the call does not say (peer_path). automatic splits copies of at least
   // peer_split_min_bytes between two devices into peer_split_ways pieces (2 to 16), each on its own
   // stream; smaller ones, and copies between two contexts of one device, take one copy engine.

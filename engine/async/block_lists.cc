@@ -1,5 +1,6 @@
 #include "engine/async/block_lists.hpp"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
@@ -14,7 +15,7 @@
 
 namespace ferry::detail {
 
-struct block_lists::list {
+struct block_lists::list final : chunk_stager {
   list(block_lists& owner, bool to_device) : owner(owner), to_device(to_device) {}
   list(const list&) = delete;
   list& operator=(const list&) = delete;
@@ -45,10 +46,52 @@ struct block_lists::list {
     }
   }
 
+  // Staged chunk by chunk (a list no chunk packed at its call): bytes [offset, offset + length) of the
+  // list, in its order, between the chunk and the device. A block may span two chunks or more.
+  CUresult enqueue_chunk(std::byte* chunk, std::size_t offset, std::size_t length, CUstream stream) override {
+    std::vector<checked_block> pieces;
+    std::vector<piece> packs;
+    for_each_piece(offset, length, [&](const checked_block& part, std::size_t at) {
+      auto* const place = chunk + at;
+      if (to_device) packs.push_back({place, reinterpret_cast<const std::byte*>(part.host), part.bytes});
+      pieces.push_back({reinterpret_cast<std::uintptr_t>(place), part.device, part.bytes});
+    });
+    copy_runs(packs, owner.copy_);
+    const CUresult status = owner.enqueue_copy_engine(to_device, pieces, stream);
+    if (status == CUDA_SUCCESS && offset == 0) owner.copy_engine_lists_++;
+    return status;
+  }
+
+  void unpack_chunk(const std::byte* chunk, std::size_t offset, std::size_t length) override {
+    std::vector<piece> out;
+    for_each_piece(offset, length, [&](const checked_block& part, std::size_t at) {
+      out.push_back({reinterpret_cast<std::byte*>(part.host), chunk + at, part.bytes});
+    });
+    copy_runs(out, owner.copy_);
+  }
+
+  // Calls take(part, at) for each block's part within bytes [offset, offset + length) of the list:
+  // `part` the block's host and device addresses and bytes in that range, `at` where they begin after
+  // `offset`.
+  template <class Take>
+  void for_each_piece(std::size_t offset, std::size_t length, Take take) const {
+    // The last block that starts at or before offset (starts[0] is 0, and no block is empty).
+    std::size_t i = static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), offset) - starts.begin());
+    --i;
+    for (std::size_t done = 0; done < length; ++i) {
+      const checked_block& b = blocks[i];
+      const std::size_t skip = offset + done - starts[i];
+      const std::size_t bytes = std::min(b.bytes - skip, length - done);
+      take(checked_block{b.host + skip, b.device + skip, bytes}, done);
+      done += bytes;
+    }
+  }
+
   block_lists& owner;
   const bool to_device;
   batch_path path = batch_path::copy_engine;   // kernel or copy_engine, chosen at the call
   std::vector<checked_block> blocks;           // host addresses as the GPU reads them (in the chunk if packed)
+  std::vector<std::size_t> starts;             // staged chunk by chunk: where each block begins in the list
   std::vector<std::uint64_t*> slabs;           // the kernel's descriptors, one slab per launch
   staging_pool::chunk chunk = nullptr;         // pageable blocks, packed
   std::vector<piece> unpacks;
@@ -114,19 +157,27 @@ prepared_transfer block_lists::prepare(std::string_view operation, bool to_devic
   std::erase_if(checked.blocks, [](const checked_block& b) { return b.bytes == 0; });
   blocks.blocks = std::move(checked.blocks);
   batch_path chosen = choose_path(operation, path, blocks, checked.foreign_device_block);
+  bool staged = false;
   if (host_kind == memory_kind::pageable_host && !blocks.blocks.empty()) {
     // Packed into one staging chunk where they fit and one is free (never the pool's last, which a staged
-    // transfer ahead of the list on its stream may be waiting for); otherwise the copy engine reads or
-    // writes the pageable memory itself (through the driver's own staging).
+    // transfer ahead of the list on its stream may be waiting for); otherwise staged chunk by chunk when
+    // the list's turn comes, as a pageable transfer is (the copy engine moves each chunk's pieces).
+    if (path == batch_path::kernel && checked.bytes > staging_.chunk_bytes()) {
+      throw_invalid_argument(operation, "transfer_options::batching is kernel, but the pageable blocks hold " +
+                                            std::to_string(checked.bytes) +
+                                            " bytes, more than a staging chunk (engine_options::staging_chunk_bytes " +
+                                            std::to_string(staging_.chunk_bytes()) + ") packs for the kernel");
+    }
     if (checked.bytes <= staging_.chunk_bytes()) blocks.chunk = staging_.try_lease_ahead();
     if (blocks.chunk == nullptr) {
-      if (path == batch_path::kernel && checked.bytes > staging_.chunk_bytes()) {
-        throw_invalid_argument(operation, "transfer_options::batching is kernel, but the pageable blocks hold " +
-                                              std::to_string(checked.bytes) +
-                                              " bytes, more than a staging chunk (engine_options::staging_chunk_bytes " +
-                                              std::to_string(staging_.chunk_bytes()) + ") packs for the kernel");
-      }
       chosen = batch_path::copy_engine;
+      staged = true;
+      blocks.starts.reserve(blocks.blocks.size());
+      std::size_t start = 0;
+      for (const checked_block& b : blocks.blocks) {
+        blocks.starts.push_back(start);
+        start += b.bytes;
+      }
     } else {
       std::size_t offset = 0;
       std::vector<list::piece> packs;
@@ -178,6 +229,12 @@ prepared_transfer block_lists::prepare(std::string_view operation, bool to_devic
   }
   transfer.extra = " (" + std::to_string(listed) + " blocks, from the first block's)";
   list* raw = held.get();  // the transfer holds the list until the GPU is done: the pointer stays valid
+  if (staged) {
+    // The planner takes a pageable transfer with its plan set as forced: through the staging pool.
+    transfer.pageable = true;
+    transfer.plan = transfer_plan::staged;
+    transfer.stager = raw;
+  }
   transfer.enqueue = [this, raw](const prepared_transfer&, CUstream stream) { return enqueue(*raw, stream); };
   transfer.hold = std::move(held);
   return transfer;
@@ -185,7 +242,8 @@ prepared_transfer block_lists::prepare(std::string_view operation, bool to_devic
 
 CUresult block_lists::enqueue(list& blocks, CUstream stream) {
   const CUresult status =
-      blocks.path == batch_path::kernel ? launch_kernel(blocks, stream) : enqueue_copy_engine(blocks, stream);
+      blocks.path == batch_path::kernel ? launch_kernel(blocks, stream)
+                                        : enqueue_copy_engine(blocks.to_device, blocks.blocks, stream);
   if (status == CUDA_SUCCESS) (blocks.path == batch_path::kernel ? kernel_lists_ : copy_engine_lists_)++;
   blocks.enqueued = status == CUDA_SUCCESS;
   return status;
@@ -207,7 +265,7 @@ CUresult block_lists::launch_kernel(list& blocks, CUstream stream) {
       report("the copy kernel (ferry_copy_blocks) could not take a list of " + std::to_string(blocks.blocks.size()) +
              " blocks (" + status_name(launched) + "); submitted through the copy engine");
       blocks.path = batch_path::copy_engine;
-      return enqueue_copy_engine(blocks, stream);
+      return enqueue_copy_engine(blocks.to_device, blocks.blocks, stream);
     }
     // Part of the list is on the stream: the op fails, but only once that part is done with the memory.
     driver_.cuStreamSynchronize(stream);
@@ -216,24 +274,24 @@ CUresult block_lists::launch_kernel(list& blocks, CUstream stream) {
   return CUDA_SUCCESS;
 }
 
-CUresult block_lists::enqueue_copy_engine(const list& blocks, CUstream stream) {
-  const std::size_t count = blocks.blocks.size();
+CUresult block_lists::enqueue_copy_engine(bool to_device, std::span<const checked_block> blocks, CUstream stream) {
+  const std::size_t count = blocks.size();
   std::vector<CUdeviceptr> sources(count);
   std::vector<CUdeviceptr> destinations(count);
   std::vector<std::size_t> sizes(count);
   for (std::size_t i = 0; i < count; ++i) {
-    const checked_block& b = blocks.blocks[i];
-    sources[i] = blocks.to_device ? b.host : b.device;
-    destinations[i] = blocks.to_device ? b.device : b.host;
+    const checked_block& b = blocks[i];
+    sources[i] = to_device ? b.host : b.device;
+    destinations[i] = to_device ? b.device : b.host;
     sizes[i] = b.bytes;
   }
   // One attribute for every copy: they all go the same way. Stream order is all they need.
   CUmemcpyAttributes attributes{};
   attributes.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
-  attributes.srcLocHint.type = blocks.to_device ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE;
-  attributes.srcLocHint.id = blocks.to_device ? 0 : settings_.ordinal;
-  attributes.dstLocHint.type = blocks.to_device ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST;
-  attributes.dstLocHint.id = blocks.to_device ? settings_.ordinal : 0;
+  attributes.srcLocHint.type = to_device ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE;
+  attributes.srcLocHint.id = to_device ? 0 : settings_.ordinal;
+  attributes.dstLocHint.type = to_device ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST;
+  attributes.dstLocHint.id = to_device ? settings_.ordinal : 0;
   std::size_t first_attribute = 0;
   CUresult status = driver_.cuMemcpyBatchAsync(destinations.data(), sources.data(), sizes.data(), count, &attributes,
                                                &first_attribute, 1, stream);
@@ -244,7 +302,7 @@ CUresult block_lists::enqueue_copy_engine(const list& blocks, CUstream stream) {
   status = CUDA_SUCCESS;
   std::size_t i = 0;
   for (; i < count && status == CUDA_SUCCESS; ++i) {
-    status = blocks.to_device
+    status = to_device
                  ? driver_.cuMemcpyHtoDAsync(destinations[i], reinterpret_cast<const void*>(sources[i]), sizes[i], stream)
                  : driver_.cuMemcpyDtoHAsync(reinterpret_cast<void*>(destinations[i]), sources[i], sizes[i], stream);
   }

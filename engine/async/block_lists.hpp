@@ -3,7 +3,10 @@
 // memory in place through unified addressing, or by one cuMemcpyBatchAsync (the copy engine). A driver
 // call per block costs a few microseconds; a launch moves a thousand 4 KiB blocks in about the time the
 // link needs for their bytes. Pageable blocks are packed into a staging chunk first: a poke's at the
-// call, a peek's copied out once the GPU is done, before the caller hears.
+// call, a peek's copied out once the GPU is done, before the caller hears. Pageable blocks that one chunk
+// cannot hold, or that find no chunk free at the call, are staged as a pageable transfer is, chunk by
+// chunk (leased when the list's turn comes, never waiting on a thread), each chunk's pieces moved by one
+// cuMemcpyBatchAsync.
 #pragma once
 
 #include <atomic>
@@ -14,6 +17,7 @@
 #include <string>
 #include <string_view>
 
+#include "engine/async/chunk_stager.hpp"
 #include "engine/async/descriptor_slabs.hpp"
 #include "engine/async/staging_pool.hpp"
 #include "engine/driver/driver_table.hpp"
@@ -21,6 +25,8 @@
 #include "ferry/engine_options.hpp"
 
 namespace ferry::detail {
+
+struct checked_block;  // engine/transfer/plans.hpp
 
 class block_lists {
  public:
@@ -64,7 +70,8 @@ class block_lists {
   CUresult enqueue(list& blocks, CUstream stream);
   // Falls back to the copy engine (and says so in blocks.path) when the driver refuses the first launch.
   CUresult launch_kernel(list& blocks, CUstream stream);
-  CUresult enqueue_copy_engine(const list& blocks, CUstream stream);
+  // One cuMemcpyBatchAsync for the blocks (a call per block where the driver refuses the batch).
+  CUresult enqueue_copy_engine(bool to_device, std::span<const checked_block> blocks, CUstream stream);
   void report(const std::string& message) const;
 
   const driver_table& driver_;

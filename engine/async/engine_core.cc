@@ -85,6 +85,10 @@ void check_batching(const engine_options& options, const driver_table& driver, C
 
 void check_resident(const engine_options& options, const driver_table& driver, CUdevice device) {
   if (!options.resident_copies) return;
+  if (options.resident_idle_stop.count() <= 0) {
+    throw_invalid_argument("engine", "resident_idle_stop is " + std::to_string(options.resident_idle_stop.count()) +
+                                         " us; the resident copier stops after an idle time of more than zero");
+  }
   if (options.policy != completion_policy::poll) {
     throw_invalid_argument("engine", "resident_copies needs completion_policy::poll (the kernel writes each copy's "
                                      "completion flag, which only the poll policy reads); policy is " +
@@ -154,7 +158,8 @@ engine_core::impl::impl(const engine_options& opts)
   try {
     std::function<void()> before_idle_park;
     if (options.resident_copies) {
-      resident = std::make_unique<resident_copier>(driver, resident_slots, options.on_failure);
+      resident =
+          std::make_unique<resident_copier>(driver, resident_slots, options.resident_idle_stop, options.on_failure);
       // The poller parks once spin_window has passed without activity: the kernel stops with it.
       before_idle_park = [copier = resident.get()] { copier->stop(); };
     }

@@ -8,9 +8,9 @@
 
 namespace ferry::detail {
 
-resident_copier::resident_copier(const driver_table& driver, std::size_t slots,
+resident_copier::resident_copier(const driver_table& driver, std::size_t slots, std::chrono::microseconds idle_stop,
                                  std::function<void(const std::string&)> report)
-    : driver_(driver), slots_(slots), report_(std::move(report)) {
+    : driver_(driver), slots_(slots), report_(std::move(report)), idle_stop_(idle_stop) {
   if (slots == 0 || slots >= 0xffff) {
     throw_invalid_argument("resident_copier", "slots is " + std::to_string(slots) +
                                                   ": the ring holds 1 to 65,534 slots (the entries that take turns "
@@ -31,10 +31,13 @@ resident_copier::resident_copier(const driver_table& driver, std::size_t slots,
     throw_cuda_error(status, stream_ == nullptr && device_ring_ != 0 ? "cuStreamCreate" : "cuMemHostGetDevicePointer",
                      what, std::source_location::current());
   }
+  idle_watch_ = std::jthread([this](std::stop_token stop) { watch_idle(stop); });
 }
 
 resident_copier::~resident_copier() {
   if (abandoned_) return;
+  idle_watch_.request_stop();
+  idle_watch_.join();
   finish();
   driver_.cuStreamDestroy(stream_);
   driver_.cuMemFreeHost(ring_);
@@ -113,7 +116,26 @@ bool resident_copier::launch() {
   launches_.fetch_add(1, std::memory_order_relaxed);
   // Only a launch (under launch_mutex_) changes the state while no kernel runs.
   state_.store(state | running_bit, std::memory_order_release);
+  // Through the watch's mutex: the watch cannot have found no kernel running and not be waiting yet.
+  { std::lock_guard watching(watch_mutex_); }
+  launched_.notify_one();
   return true;
+}
+
+void resident_copier::watch_idle(std::stop_token quit) {
+  std::unique_lock lock(watch_mutex_);
+  while (launched_.wait(lock, quit, [this] { return running(); })) {
+    std::uint64_t seen = state_.load(std::memory_order_acquire) >> 1;
+    // A look every idle_stop_ until the kernel stops (by the bridge, by finish, or here).
+    while (true) {
+      launched_.wait_for(lock, quit, idle_stop_, [] { return false; });
+      if (quit.stop_requested()) return;
+      const std::uint64_t state = state_.load(std::memory_order_acquire);
+      if ((state & running_bit) == 0) break;
+      if ((state >> 1) == seen) stop();  // nothing posted since the last look
+      seen = state >> 1;
+    }
+  }
 }
 
 void resident_copier::stop() noexcept {

@@ -8,19 +8,27 @@
 // The kernel runs only while it is wanted: the completion bridge stops it (an entry of kind stop, no
 // driver call) when it parks, so that an idle engine holds no SM and a call that waits for the whole
 // context (cuCtxSynchronize, and the frees of memory: cuMemFree, cuMemFreeHost) is not kept waiting for
-// long; the next post launches it again. Entries are taken in ring order; the ring's state
-// (the next entry's index, and whether a kernel is running to take it) is one host word, changed by
-// compare-exchange, so a post takes no lock unless it must launch the kernel.
+// long; the next post launches it again. A thread of the copier's own, which never calls the driver, also
+// stops it once nothing was posted for idle_stop: the bridge may itself be held in a driver call while
+// the kernel runs (under compute-sanitizer its stream query was seen waiting inside the sanitizer, every
+// other thread waiting for the driver's lock), and a kernel that only the bridge could stop would then run
+// for ever. Entries are taken in ring order; the ring's state (the next entry's index, and whether a
+// kernel is running to take it) is one host word, changed by compare-exchange, so a post takes no lock
+// unless it must launch the kernel.
 #pragma once
 
 #include <cuda.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <stop_token>
 #include <string>
+#include <thread>
 
 #include "engine/driver/driver_table.hpp"
 #include "kernels/parameters.hpp"
@@ -31,7 +39,9 @@ class resident_copier {
  public:
   // A ring of `slots` entries and a non-blocking stream for the kernel, made in the current context
   // (the engine's); throws ferry::cuda_error naming the call. `report` hears a launch the driver refused.
-  resident_copier(const driver_table& driver, std::size_t slots, std::function<void(const std::string&)> report);
+  // A running kernel is stopped once no entry was posted for between idle_stop and twice that.
+  resident_copier(const driver_table& driver, std::size_t slots, std::chrono::microseconds idle_stop,
+                  std::function<void(const std::string&)> report);
   resident_copier(const resident_copier&) = delete;
   resident_copier& operator=(const resident_copier&) = delete;
   // finish(), then frees the ring and the stream.
@@ -59,7 +69,10 @@ class resident_copier {
   void stop() noexcept;
 
   // At process exit: forgets the ring and the stream without calling the driver.
-  void abandon() noexcept { abandoned_ = true; }
+  void abandon() noexcept {
+    abandoned_ = true;
+    idle_watch_.request_stop();
+  }
 
   bool usable() const noexcept { return usable_.load(std::memory_order_relaxed); }
   bool running() const noexcept { return (state_.load(std::memory_order_acquire) & running_bit) != 0; }
@@ -75,6 +88,9 @@ class resident_copier {
              std::uint64_t bytes, std::uint64_t flag, std::uint32_t flag_value) noexcept;
   // Under launch_mutex_: launches a kernel that starts at the state's index, and marks it running.
   bool launch();
+  // The idle watch's thread: while a kernel runs, looks at the next entry's index every idle_stop_ and
+  // stops the kernel when it has not moved since the look before.
+  void watch_idle(std::stop_token stop);
 
   const driver_table& driver_;
   const std::size_t slots_;
@@ -87,6 +103,10 @@ class resident_copier {
   std::atomic<std::uint64_t> launches_{0};
   bool abandoned_ = false;
   alignas(64) std::atomic<std::uint64_t> state_{0};
+  const std::chrono::microseconds idle_stop_;
+  std::mutex watch_mutex_;
+  std::condition_variable_any launched_;  // a launch wakes the idle watch
+  std::jthread idle_watch_;               // last: stopped and joined first
 };
 
 }  // namespace ferry::detail

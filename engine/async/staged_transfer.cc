@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "engine/async/chunk_stager.hpp"
 #include "engine/errors/check.hpp"
 #include "ferry/error.hpp"
 
@@ -11,6 +12,8 @@ namespace ferry::detail {
 
 // A pageable transfer: chunk k+1 is leased and filled while the copy engine moves chunk k. Cancellation
 // is checked before each chunk; chunks already on the stream finish, and the op reports the bytes moved.
+// A transfer with a stager (a pageable block list) has it fill and empty each chunk; any other moves one
+// range of host memory to one of device memory or back.
 //
 // A transfer of at most in_place_bytes skips both hand-offs to an engine worker (each a thread's wake-up,
 // which costs more than such a transfer's copy): its chunk, when one is free, is filled and submitted on
@@ -94,7 +97,9 @@ struct staged_state : std::enable_shared_from_this<staged_state> {
     const std::size_t offset = next_offset;
     const std::size_t length = std::min(engine->staging->chunk_bytes(), transfer->bytes - offset);
     CUresult status;
-    if (to_device) {
+    if (transfer->stager != nullptr) {
+      status = transfer->stager->enqueue_chunk(chunk, offset, length, stream);
+    } else if (to_device) {
       engine->parallel_copy(chunk, reinterpret_cast<const std::byte*>(transfer->source.address) + offset, length);
       status = engine->driver.cuMemcpyHtoDAsync(transfer->destination.address + offset, chunk, length, stream);
     } else {
@@ -138,7 +143,7 @@ struct staged_state : std::enable_shared_from_this<staged_state> {
       return;
     }
     if (length <= in_place_bytes) {
-      std::memcpy(reinterpret_cast<std::byte*>(transfer->destination.address) + offset, chunk, length);
+      unpack(chunk, offset, length);
       op->add_bytes(length);
       engine->staging->release(chunk);
       --in_flight;
@@ -147,13 +152,24 @@ struct staged_state : std::enable_shared_from_this<staged_state> {
     }
     // Copying out a large chunk is host work for the copy threads: not on the bridge thread.
     engine->post_work([self = shared_from_this(), chunk, offset, length] {
-      self->engine->parallel_copy(reinterpret_cast<std::byte*>(self->transfer->destination.address) + offset, chunk,
-                                  length);
+      self->unpack(chunk, offset, length);
       self->op->add_bytes(length);
       self->engine->staging->release(chunk);
       --self->in_flight;
       self->maybe_finish();
     });
+  }
+
+  // A peek's bytes [offset, offset + length), from the chunk to the caller's memory: a small chunk's on
+  // this thread, a large one's shared by the copy threads.
+  void unpack(const std::byte* chunk, std::size_t offset, std::size_t length) {
+    if (transfer->stager != nullptr) {
+      transfer->stager->unpack_chunk(chunk, offset, length);
+    } else if (length <= in_place_bytes) {
+      std::memcpy(reinterpret_cast<std::byte*>(transfer->destination.address) + offset, chunk, length);
+    } else {
+      engine->parallel_copy(reinterpret_cast<std::byte*>(transfer->destination.address) + offset, chunk, length);
+    }
   }
 };
 

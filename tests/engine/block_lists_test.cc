@@ -1,9 +1,10 @@
 // Vectored transfers: engine::poke_blocks and peek_blocks move a list of blocks in one operation, by the
 // gather/scatter kernel or the copy engine, from page-locked memory in place or from pageable memory
-// packed through a staging chunk. Every block lands at its own device offset (random, unaligned sizes,
-// some empty), every byte is checked both ways; bad blocks are refused naming the block before anything
+// packed through a staging chunk, or staged chunk by chunk where one chunk cannot take them. Every block
+// lands at its own device offset (random, unaligned sizes, some empty), every byte is checked both ways;
+// a staged list holds no thread while it waits; bad blocks are refused naming the block before anything
 // moves; a list cancelled before it reaches its stream never moves; a refused launch falls back to the
-// copy engine and says so; a failed list fails its op.
+// copy engine and says so; a failed list, or a refused chunk, fails its op.
 #include "ferry/engine.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -21,6 +22,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <future>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -232,7 +234,8 @@ BOOST_AUTO_TEST_CASE(pageable_blocks_are_packed_through_a_staging_chunk_for_the_
   BOOST_TEST(gpu->plan_counts().kernel_block_lists == 2u);
 }
 
-BOOST_AUTO_TEST_CASE(pageable_blocks_too_many_for_a_chunk_go_through_the_copy_engine) {
+// Chunk by chunk, as a pageable transfer is staged: blocks span the chunks' boundaries.
+BOOST_AUTO_TEST_CASE(pageable_blocks_too_many_for_a_chunk_are_staged_chunk_by_chunk) {
   options.staging_chunk_bytes = 64 << 10;  // the blocks hold about 750 KB
   start();
   const layout shape(6);
@@ -241,14 +244,89 @@ BOOST_AUTO_TEST_CASE(pageable_blocks_too_many_for_a_chunk_go_through_the_copy_en
   round_trip<pageable>(shape, source, back);
   BOOST_TEST(gpu->plan_counts().kernel_block_lists == 0u);
   BOOST_TEST(gpu->plan_counts().copy_engine_block_lists == 2u);
+  BOOST_TEST(gpu->plan_counts().staged == 2u);
+}
+
+// A staged list waits for its stream's turn and its chunks without holding any thread: a poke and a peek
+// of pageable lists behind a closed gate return from their calls at once (the driver would hold a call
+// that writes pageable memory until the stream reached it), move nothing until the gate opens, and then
+// move every byte in the stream's order.
+BOOST_AUTO_TEST_CASE(a_staged_list_on_a_held_stream_returns_from_its_call_at_once) {
+  options.staging_chunk_bytes = 64 << 10;
+  start();
+  stream held = stream::create();
+  const layout shape(11);
+  auto area = gpu->allocate<std::uint8_t>(device_slots * slot_bytes);
+  const auto before = random_vector<std::uint8_t>(device_slots * slot_bytes, 1101);
+  poke_list_array(std::span<const std::uint8_t>(before), area.get());
+  const auto source = random_vector<std::uint8_t>(shape.host_bytes, 1102);
+  std::vector<std::uint8_t> back(shape.host_bytes, 0xA5);
+  std::vector<block_pair<std::span<const std::uint8_t>, std::uint8_t>> pokes;
+  std::vector<block_pair<std::span<std::uint8_t>, const std::uint8_t>> peeks;
+  for (std::size_t i = 0; i < shape.bytes.size(); ++i) {
+    pokes.push_back({std::span(source).subspan(shape.host_offset[i], shape.bytes[i]),
+                     area.get() + shape.device_offset[i]});
+    peeks.push_back({std::span(back).subspan(shape.host_offset[i], shape.bytes[i]),
+                     device_ptr<const std::uint8_t>(area.get() + shape.device_offset[i])});
+  }
+  outcome poked, peeked;
+  {
+    ferry::testing::stream_gate gate(held);
+    std::future<void> called = std::async(std::launch::async, [&] {
+      gpu->poke_blocks(pokes, transfer_options{held}, record(poked));
+      gpu->peek_blocks(peeks, transfer_options{held}, record(peeked));
+    });
+    BOOST_TEST_REQUIRE((called.wait_for(std::chrono::seconds(20)) == std::future_status::ready));
+    called.get();
+    ferry::testing::run_for_a_while(io);
+    BOOST_TEST(poked.calls == 0);
+    BOOST_TEST(peeked.calls == 0);
+    gate.open();
+    BOOST_TEST(ferry::testing::run_until(io, [&] { return poked.calls == 1 && peeked.calls == 1; }));
+  }
+  BOOST_TEST(!poked.error, poked.error.message());
+  BOOST_TEST(!peeked.error, peeked.error.message());
+  BOOST_TEST(poked.bytes == shape.host_bytes);
+  BOOST_TEST(peeked.bytes == shape.host_bytes);
+  BOOST_TEST(ferry::testing::same_bytes(back, source));
+  std::vector<std::uint8_t> expected = before;
+  for (std::size_t i = 0; i < shape.bytes.size(); ++i) {
+    std::copy_n(source.begin() + shape.host_offset[i], shape.bytes[i], expected.begin() + shape.device_offset[i]);
+  }
+  BOOST_TEST(ferry::testing::same_bytes(peek_list_array(device_slots * slot_bytes, area.get()), expected));
+  BOOST_TEST(gpu->plan_counts().staged == 2u);
+}
+
+// A chunk the driver refuses fails the op, naming where in the list it began; what the chunks before it
+// moved is counted.
+BOOST_AUTO_TEST_CASE(a_staged_list_whose_chunk_is_refused_fails_its_op, *ferry::testing::only_on_sim()) {
+  options.staging_chunk_bytes = 64 << 10;
+  start();
+  const layout shape(12);
+  auto area = gpu->allocate<std::uint8_t>(device_slots * slot_bytes);
+  const auto source = random_vector<std::uint8_t>(shape.host_bytes, 1201);
+  std::vector<block_pair<std::span<const std::uint8_t>, std::uint8_t>> pokes;
+  for (std::size_t i = 0; i < shape.bytes.size(); ++i) {
+    pokes.push_back({std::span(source).subspan(shape.host_offset[i], shape.bytes[i]),
+                     area.get() + shape.device_offset[i]});
+  }
+  sim::fail_call("cuMemcpyBatchAsync", 2, CUDA_ERROR_ILLEGAL_ADDRESS);
+  outcome failed = run([&](auto handler) { gpu->poke_blocks(pokes, handler); });
+  BOOST_TEST(failed.error == std::error_code(CUDA_ERROR_ILLEGAL_ADDRESS, cuda_category()));
+  BOOST_TEST(failed.bytes <= std::size_t{64} << 10);
+  const std::vector<std::string> seen = failures_seen();
+  BOOST_TEST_REQUIRE(!seen.empty());
+  BOOST_TEST(seen[0].find("engine::poke_blocks") != std::string::npos, seen[0]);
+  BOOST_TEST(seen[0].find("blocks") != std::string::npos, seen[0]);
+  BOOST_TEST(seen[0].find("chunk at offset 65536") != std::string::npos, seen[0]);
 }
 
 // Lists pack at their call and may then wait behind a staged transfer on their stream, which waits for a
 // chunk in turn: were they allowed every chunk, lists queued on two streams could hold what the staged
 // transfers ahead of them wait for, and nothing would move again. A list never takes the pool's last
-// free chunk: with two chunks and a first list packed and held back on its stream, a second list goes
-// through the copy engine (on a stream of its own: the driver may hold a call that copies pageable memory
-// until its stream reaches the copy), and a staged transfer of several chunks completes meanwhile.
+// free chunk: with two chunks and a first list packed and held back on its stream, a second list, on a
+// stream of its own, is staged chunk by chunk through the last one, and a staged transfer of several
+// chunks completes meanwhile.
 BOOST_AUTO_TEST_CASE(a_list_never_takes_the_last_free_staging_chunk) {
   options.staging_chunk_bytes = 64 << 10;
   options.staging_chunks = 2;
@@ -286,7 +364,8 @@ BOOST_AUTO_TEST_CASE(a_list_never_takes_the_last_free_staging_chunk) {
     gpu->poke(std::span<const std::uint32_t>(staged_values), staged_destination.get(), transfer_plan::staged,
               record(staged));
     BOOST_TEST(ferry::testing::run_until(io, [&] { return staged.calls == 1 && second_done.calls == 1; }));
-    BOOST_TEST(gpu->plan_counts().copy_engine_block_lists == 1u);  // not packed: the last chunk left
+    BOOST_TEST(gpu->plan_counts().copy_engine_block_lists == 1u);  // not packed: staged, by the copy engine
+    BOOST_TEST(gpu->plan_counts().staged == 2u);
     BOOST_TEST(first_done.calls == 0);
     gate.open();
     BOOST_TEST(ferry::testing::run_until(io, [&] { return first_done.calls == 1 && second_done.calls == 1; }));
@@ -455,27 +534,44 @@ BOOST_AUTO_TEST_CASE(a_list_cancelled_before_it_reaches_its_stream_never_moves) 
     list.push_back({pinned_span<const std::uint32_t>(host_ptr<const std::uint32_t>(source.data() + 64 * i), 64),
                     area.get() + 64 * i});
   }
+  // Pageable blocks too: with one chunk, which a list never takes at its call, staged chunk by chunk.
+  auto pageable_area = gpu->allocate<std::uint32_t>(1024);
+  memset(pageable_area.get(), 1024, std::uint32_t{0x5A5A5A5Au});
+  const auto pageable_source = random_vector<std::uint32_t>(1024, 810);
+  std::vector<block_pair<std::span<const std::uint32_t>, std::uint32_t>> pageable_list;
+  for (std::size_t i = 0; i < 16; ++i) {
+    pageable_list.push_back({std::span(pageable_source).subspan(64 * i, 64), pageable_area.get() + 64 * i});
+  }
   const auto ahead_values = random_vector<std::uint32_t>(std::size_t{64} << 10, 809);  // 256 KiB: four chunks
   auto ahead_destination = gpu->allocate<std::uint32_t>(ahead_values.size());
-  outcome ahead, cancelled;
-  asio::cancellation_signal signal;
+  outcome ahead, cancelled, pageable_cancelled;
+  asio::cancellation_signal signal, pageable_signal;
   {
     ferry::testing::stream_gate gate(s);
     gpu->poke(std::span<const std::uint32_t>(ahead_values), ahead_destination.get(),
               transfer_options{s, transfer_plan::staged}, record(ahead));
     gpu->poke_blocks(list, transfer_options{s}, asio::bind_cancellation_slot(signal.slot(), record(cancelled)));
+    gpu->poke_blocks(pageable_list, transfer_options{s},
+                     asio::bind_cancellation_slot(pageable_signal.slot(), record(pageable_cancelled)));
     signal.emit(asio::cancellation_type::terminal);
+    pageable_signal.emit(asio::cancellation_type::terminal);
     ferry::testing::run_for_a_while(io);
     BOOST_TEST(ahead.calls == 0);
     gate.open();
-    BOOST_TEST(ferry::testing::run_until(io, [&] { return ahead.calls == 1 && cancelled.calls == 1; }));
+    BOOST_TEST(ferry::testing::run_until(
+        io, [&] { return ahead.calls == 1 && cancelled.calls == 1 && pageable_cancelled.calls == 1; }));
   }
   BOOST_TEST(!ahead.error);
   BOOST_TEST(cancelled.error == asio::error::operation_aborted);
   BOOST_TEST(cancelled.bytes == 0u);
+  BOOST_TEST(pageable_cancelled.error == asio::error::operation_aborted);
+  BOOST_TEST(pageable_cancelled.bytes == 0u);
+  BOOST_TEST(gpu->plan_counts().staged == 2u);  // the transfer ahead and the pageable list
   BOOST_TEST(ferry::testing::same_bytes(peek_list_array(ahead_values.size(), ahead_destination.get()), ahead_values));
-  const std::vector<std::uint32_t> there = peek_list_array(1024, area.get());
-  BOOST_TEST(std::all_of(there.begin(), there.end(), [](std::uint32_t w) { return w == 0x5A5A5A5Au; }));
+  for (const auto* untouched : {&area, &pageable_area}) {
+    const std::vector<std::uint32_t> there = peek_list_array(1024, untouched->get());
+    BOOST_TEST(std::all_of(there.begin(), there.end(), [](std::uint32_t w) { return w == 0x5A5A5A5Au; }));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_launch_the_driver_refuses_sends_the_list_through_the_copy_engine,

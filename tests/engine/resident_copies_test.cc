@@ -1,10 +1,10 @@
 // The resident copier (engine_options::resident_copies): small page-locked copies given no stream are posted to a copy
 // kernel's block that stays on the GPU. Every size and alignment moves every byte both ways; copies it must not take
 // (given a stream, forced pinned, too large, pageable, another device's memory) take the copy engine; it stops when the
-// poller parks (a context-wide wait then returns) and starts again with the next copy; it is stopped when the engine
-// goes; copies posted from several threads at once, past the ring's size, all arrive; a launch the driver refuses sends
-// copies through the copy engine and says so; an engine that cannot run it refuses to start, and the plan cannot be
-// forced.
+// poller parks, or once idle while the poller spins (a context-wide wait then returns), and starts again with the next
+// copy; it is stopped when the engine goes; copies posted from several threads at once, past the ring's size, all
+// arrive; a launch the driver refuses sends copies through the copy engine and says so; an engine that cannot run it,
+// or told to stop it after no idle time, refuses to start, and the plan cannot be forced.
 #include "ferry/engine.hpp"
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -80,6 +80,18 @@ struct resident_fixture : ferry::testing::device_fixture {
                   expected_back.begin() + static_cast<std::ptrdiff_t>(from));
       BOOST_TEST(std::equal(expected_back.begin(), expected_back.end(), back.data()));
     }
+  }
+
+  // Waits for the whole context from another thread (which waits for a running resident kernel): true
+  // when that returns within `limit`.
+  bool context_synchronizes_within(std::chrono::seconds limit) {
+    std::future<void> synchronized = std::async(std::launch::async, [this] {
+      context_guard here(primary);
+      primary.ref().synchronize();
+    });
+    if (synchronized.wait_for(limit) != std::future_status::ready) return false;
+    synchronized.get();
+    return true;
   }
 
   // The device area and `back` start as random bytes of their own, unlike the source's.
@@ -185,20 +197,34 @@ BOOST_AUTO_TEST_CASE(the_copier_stops_when_the_engine_goes_idle_and_the_next_cop
   fill_areas(1203);
   for (int round = 0; round < 3; ++round) {
     poke_and_peek(4096, static_cast<std::size_t>(round) * 5000, static_cast<std::size_t>(round) * 7000 + 1);
-    std::future<void> synchronized = std::async(std::launch::async, [this] {
-      context_guard here(primary);
-      primary.ref().synchronize();
-    });
-    BOOST_TEST_REQUIRE((synchronized.wait_for(std::chrono::seconds(20)) == std::future_status::ready));
-    synchronized.get();
+    BOOST_TEST_REQUIRE(context_synchronizes_within(std::chrono::seconds(20)));
   }
   BOOST_TEST(gpu->plan_counts().resident == 6u);
 }
 
-// A long spin window keeps the kernel running: destroying the engine stops it, and the fixture finds its
-// stream and ring freed.
+// The poller, with a spin window far longer than the test, never parks: the copier's idle watch stops the
+// kernel once nothing was posted for resident_idle_stop, so a context-wide wait returns (it would wait out
+// the spin window otherwise: a poller held in a driver call that waits for the kernel is the same case),
+// and the next copy starts the kernel again.
+BOOST_AUTO_TEST_CASE(the_copier_stops_once_idle_while_the_poller_still_spins) {
+  options.spin_window = std::chrono::seconds(60);
+  options.resident_idle_stop = std::chrono::milliseconds(2);
+  start();
+  fill_areas(1207);
+  for (int round = 0; round < 3; ++round) {
+    poke_and_peek(2048 + static_cast<std::size_t>(round), static_cast<std::size_t>(round) * 3000 + 7,
+                  static_cast<std::size_t>(round) * 9000 + 3);
+    BOOST_TEST_REQUIRE(context_synchronizes_within(std::chrono::seconds(20)));
+  }
+  BOOST_TEST(gpu->plan_counts().resident == 6u);
+  BOOST_TEST(failures.seen().empty());
+}
+
+// A long spin window and idle stop keep the kernel running: destroying the engine stops it, and the
+// fixture finds its stream and ring freed.
 BOOST_AUTO_TEST_CASE(destroying_the_engine_stops_a_running_copier) {
   options.spin_window = std::chrono::seconds(30);
+  options.resident_idle_stop = std::chrono::seconds(30);
   start();
   fill_areas(1204);
   poke_and_peek(65536, 0, 65536);
@@ -266,6 +292,13 @@ BOOST_AUTO_TEST_CASE(an_engine_without_the_poll_policy_refuses_resident_copies) 
   ferry::testing::expect_error<std::invalid_argument>(
       [&] { engine refused(io.get_executor(), options); },
       {"engine", "resident_copies needs completion_policy::poll", "policy is 1"});
+}
+
+BOOST_AUTO_TEST_CASE(an_engine_refuses_an_idle_stop_of_zero) {
+  options.resident_idle_stop = std::chrono::microseconds(0);
+  ferry::testing::expect_error<std::invalid_argument>(
+      [&] { engine refused(io.get_executor(), options); },
+      {"engine", "resident_idle_stop is 0 us", "more than zero"});
 }
 
 BOOST_AUTO_TEST_CASE(the_resident_plan_cannot_be_forced) {

@@ -226,7 +226,7 @@ std::vector<operation_case> cases() {
          });
          require(same_bytes(small_back, small), "small pageable bytes");
        }},
-      {"engine: block lists, page-locked by the kernel and by the copy engine, pageable packed",
+      {"engine: block lists, page-locked by the kernel and by the copy engine, pageable packed and staged",
        [] {
          asio::io_context io;
          engine gpu{io.get_executor(), reporting(two_small_chunks())};
@@ -266,8 +266,24 @@ std::vector<operation_case> cases() {
          await([&](auto done) { gpu.poke_blocks(pageable_pokes, done); });
          await([&](auto done) { gpu.peek_blocks(pageable_peeks, done); });
          require(same_bytes(pageable_back, pageable_values), "pageable block list bytes");
+         // More than a chunk holds: staged chunk by chunk, blocks across the chunks' boundaries.
+         constexpr std::size_t large_blocks = 3 * blocks;  // 144,000 bytes: three 64 KiB chunks
+         auto large_values = random_vector<std::uint32_t>(large_blocks * block, 12);
+         std::vector<std::uint32_t> large_back(large_values.size());
+         auto large_device = gpu.allocate<std::uint32_t>(large_values.size());
+         std::vector<block_pair<std::span<const std::uint32_t>, std::uint32_t>> large_pokes;
+         std::vector<block_pair<std::span<std::uint32_t>, const std::uint32_t>> large_peeks;
+         for (std::size_t i = 0; i < large_blocks; ++i) {
+           const device_ptr<std::uint32_t> at = large_device.get() + (7 * i + 3) % large_blocks * block;
+           large_pokes.push_back({std::span<const std::uint32_t>(large_values).subspan(i * block, block), at});
+           large_peeks.push_back(
+               {std::span(large_back).subspan(i * block, block), device_ptr<const std::uint32_t>(at)});
+         }
+         await([&](auto done) { gpu.poke_blocks(large_pokes, done); });
+         await([&](auto done) { gpu.peek_blocks(large_peeks, done); });
+         require(same_bytes(large_back, large_values), "staged block list bytes");
          const plan_counts counts = gpu.plan_counts();
-         require(injecting || (counts.kernel_block_lists == 4 && counts.copy_engine_block_lists == 2),
+         require(injecting || (counts.kernel_block_lists == 4 && counts.copy_engine_block_lists == 4),
                  "block lists took the paths asked for");
        }},
       {"engine: concurrent small pokes and peeks batched by the kernel and by the copy engine",

@@ -66,8 +66,6 @@ struct workload_state {
   workload_options options;
   workload_totals& totals;
   std::atomic<std::size_t> issued{0};
-  std::atomic<std::size_t> allocated{0};  // workers whose memory is allocated
-  std::atomic<std::size_t> finished{0};   // workers whose ops are all done
 };
 
 // One op of a step: what to check when it completes.
@@ -140,8 +138,6 @@ class worker {
   }
 
   asio::awaitable<void> run() {
-    const bool together = state_->options.allocate_and_free_together;
-    if (together) co_await wait_for_every_worker(state_->allocated);
     // The arena starts with random bytes, known to the model. Every host buffer is touched now, so that
     // the process's memory is all there from the start (the soak watches it stay flat).
     fill(std::as_writable_bytes(pinned_.span()));
@@ -165,21 +161,9 @@ class worker {
     }
     // The engine may have registered parts of it (README: the registration cache's hazard).
     gpu_.forget_host_memory(std::span(pageable_));
-    if (together) co_await wait_for_every_worker(state_->finished);
   }
 
  private:
-  // Counts this worker in `reached`, then waits until every worker is there (a worker that threw has
-  // finished: it allocates nothing more, and issues nothing more).
-  asio::awaitable<void> wait_for_every_worker(std::atomic<std::size_t>& reached) {
-    reached.fetch_add(1);
-    asio::steady_timer pause(executor_);
-    while (reached.load() + totals_.workers_done.load() < state_->options.workers) {
-      pause.expires_after(std::chrono::milliseconds(1));
-      co_await pause.async_wait(asio::use_awaitable);
-    }
-  }
-
   pinned_buffer<std::uint8_t> pinned_in_engine_context(std::size_t bytes) {
     context_guard in_engine(context_);
     return pinned_buffer<std::uint8_t>::allocate(bytes);

@@ -45,11 +45,6 @@ struct workload_options {
   double cancel_probability = 0.01;
   std::uint64_t seed = 1;
   std::vector<stream_ref> streams;  // shared by all workers for their stream runs (at least one)
-  // Every worker allocates its memory before any worker issues an op, and frees it only once every worker
-  // has finished its ops. A run under compute-sanitizer with the resident copier on needs it: under
-  // memcheck a page-locked allocation made while the kernel runs can hang the process (README, "The
-  // resident copier"), and a free waits for the kernel too.
-  bool allocate_and_free_together = false;
 };
 
 // Totals over all workers; updated as ops complete.

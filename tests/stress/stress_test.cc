@@ -158,15 +158,17 @@ BOOST_AUTO_TEST_CASE(a_million_random_operations_from_four_threads_all_match_the
 }
 
 // A tenth of the ops again, with the resident copier on: its one-at-a-time small copies among the
-// batched, staged and streamed ones, cancellations included, and the workers' frees at their end, which
-// wait for the kernel to stop (the poller stops it once the engine is idle).
+// batched, staged and streamed ones and pageable block lists staged chunk by chunk (the staging chunks are
+// small here), cancellations included, and the workers' allocations and frees among them, which wait for
+// the kernel to stop under compute-sanitizer (frees always: the poller, or the copier's idle watch, stops
+// it once nothing is posted).
 BOOST_AUTO_TEST_CASE(random_operations_with_the_resident_copier_on_all_match_the_model) {
   const std::size_t ops = std::max<std::size_t>(1000, ops_to_run() / 10);
   engine_options resident;
   resident.resident_copies = true;
+  // Small chunks: pageable block lists of more than 32 KiB are staged chunk by chunk.
+  resident.staging_chunk_bytes = std::size_t{32} << 10;
   workload_run run;
-  // Under memcheck an allocation made while the kernel runs can hang the process (README).
-  run.options.allocate_and_free_together = ferry::testing::under_compute_sanitizer();
   run_workload(run, ops, 20261202, resident, [](engine& gpu) {
     const auto plans = gpu.plan_counts();
     std::cout << "plans: resident " << plans.resident << ", pinned " << plans.pinned << ", batched " << plans.batched

@@ -64,6 +64,8 @@ class in_flight_count {
   std::atomic<std::size_t>* count_ = nullptr;
 };
 
+class chunk_stager;  // engine/async/chunk_stager.hpp
+
 // A validated transfer, ready to start.
 struct prepared_transfer {
   std::string_view operation;  // the public function's name: a string literal
@@ -86,6 +88,10 @@ struct prepared_transfer {
   // Single-submission ops: puts the work on a stream. It is given the transfer itself, so that a plain
   // copy's enqueue keeps no state of its own and std::function holds it without an allocation.
   std::function<CUresult(const prepared_transfer&, CUstream)> enqueue;
+  // A staged transfer whose host bytes are not one range (a pageable block list) fills and empties its
+  // chunks through this, which `hold` keeps; null where the bytes lie in one range at source and one at
+  // destination.
+  chunk_stager* stager = nullptr;
   std::string extra;  // what the label adds for 2-D, peer, fill and prefetch ops (empty for plain copies)
 
   // "engine::poke: 4096 bytes [0x... -> 0x...)": built only when a message needs it.
