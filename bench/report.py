@@ -101,6 +101,9 @@ BLOCKS_LABELS = {
     "many_small_4KiB_pinned_d2h": "1024 4 KiB blocks into page-locked memory: one peek_blocks",
     "many_small_4KiB_pageable_d2h": "1024 4 KiB blocks into pageable memory: one peek_blocks",
     "many_small_64KiB_pinned_h2d": "1024 page-locked 64 KiB blocks: one poke_blocks",
+    "many_small_64KiB_pageable_h2d": "1024 pageable 64 KiB blocks (64 MiB): one poke_blocks, staged chunk by chunk",
+    "many_small_64KiB_pinned_d2h": "1024 64 KiB blocks into page-locked memory: one peek_blocks",
+    "many_small_64KiB_pageable_d2h": "1024 64 KiB blocks into pageable memory: one peek_blocks, staged chunk by chunk",
 }
 
 KERNEL_PATH_LABELS = {
