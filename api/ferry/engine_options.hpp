@@ -123,6 +123,7 @@ inline constexpr std::size_t batch_most_copies_limit = 65536;
 
 // The most streams engine_options::pool_streams may ask for.
 inline constexpr std::size_t pool_streams_limit = 1024;
+inline constexpr std::chrono::microseconds resident_idle_stop_limit = std::chrono::hours(1);
 
 struct engine_options {
   int device = 0;                                      // the engine works in this device's primary context
@@ -225,7 +226,7 @@ struct engine_options {
   // Off by default; bench/transfer_bandwidth and bench/engine_latency measure it beside the copy engine.
   bool resident_copies = false;
   std::size_t resident_max_bytes = std::size_t{64} << 10;
-  std::chrono::microseconds resident_idle_stop{10000};  // more than zero
+  std::chrono::microseconds resident_idle_stop{10000};  // more than zero, at most resident_idle_stop_limit
   // How copy_peer moves when the call does not say (peer_path). automatic splits copies of at least
   // peer_split_min_bytes between two devices into peer_split_ways pieces (2 to 16), each on its own
   // stream; smaller ones, and copies between two contexts of one device, take one copy engine.

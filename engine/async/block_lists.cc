@@ -297,8 +297,8 @@ CUresult block_lists::enqueue_copy_engine(bool to_device, std::span<const checke
                                                &first_attribute, 1, stream);
   if (status == CUDA_SUCCESS || is_sticky(status)) return status;
   // A driver without batched copies, or a batch it refuses whole (it enqueues nothing then): a call per block.
-  report("cuMemcpyBatchAsync refused a list of " + std::to_string(count) + " blocks (" + status_name(status) +
-         "); submitted block by block");
+  report("cuMemcpyBatchAsync refused a batch of " + std::to_string(count) + " block copies (" +
+         status_name(status) + "); submitted copy by copy");
   status = CUDA_SUCCESS;
   std::size_t i = 0;
   for (; i < count && status == CUDA_SUCCESS; ++i) {

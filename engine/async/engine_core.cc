@@ -85,9 +85,11 @@ void check_batching(const engine_options& options, const driver_table& driver, C
 
 void check_resident(const engine_options& options, const driver_table& driver, CUdevice device) {
   if (!options.resident_copies) return;
-  if (options.resident_idle_stop.count() <= 0) {
+  // A wait's deadline is now + resident_idle_stop in nanoseconds: far larger values would overflow it.
+  if (options.resident_idle_stop.count() <= 0 || options.resident_idle_stop > resident_idle_stop_limit) {
     throw_invalid_argument("engine", "resident_idle_stop is " + std::to_string(options.resident_idle_stop.count()) +
-                                         " us; the resident copier stops after an idle time of more than zero");
+                                         " us; the resident copier stops after an idle time of more than zero and "
+                                         "at most " + std::to_string(resident_idle_stop_limit.count()) + " us");
   }
   if (options.policy != completion_policy::poll) {
     throw_invalid_argument("engine", "resident_copies needs completion_policy::poll (the kernel writes each copy's "

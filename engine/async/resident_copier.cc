@@ -37,7 +37,7 @@ resident_copier::resident_copier(const driver_table& driver, std::size_t slots, 
 resident_copier::~resident_copier() {
   if (abandoned_) return;
   idle_watch_.request_stop();
-  idle_watch_.join();
+  if (idle_watch_.joinable()) idle_watch_.join();
   finish();
   driver_.cuStreamDestroy(stream_);
   driver_.cuMemFreeHost(ring_);

@@ -44,7 +44,7 @@ class resident_copier {
                   std::function<void(const std::string&)> report);
   resident_copier(const resident_copier&) = delete;
   resident_copier& operator=(const resident_copier&) = delete;
-  // finish(), then frees the ring and the stream.
+  // Ends the idle watch, finish(), then frees the ring and the stream.
   ~resident_copier();
 
   // Stops the kernel and waits for it to end (the engine's context must be current). Anything that
@@ -68,10 +68,12 @@ class resident_copier {
   // the next stop ends it).
   void stop() noexcept;
 
-  // At process exit: forgets the ring and the stream without calling the driver.
+  // At process exit: forgets the ring and the stream without calling the driver. The idle watch ends
+  // first (it wakes at once): it would read the ring after the driver's teardown.
   void abandon() noexcept {
     abandoned_ = true;
     idle_watch_.request_stop();
+    if (idle_watch_.joinable()) idle_watch_.join();
   }
 
   bool usable() const noexcept { return usable_.load(std::memory_order_relaxed); }

@@ -38,7 +38,9 @@ int main() {
 
   ferry::engine_options resident;
   resident.resident_copies = true;
-  resident.spin_window = std::chrono::seconds(60);  // the poller never parks, so never stops the kernel
+  // Neither the poller (it never parks) nor the idle watch stops the kernel before the process exits.
+  resident.spin_window = std::chrono::seconds(60);
+  resident.resident_idle_stop = std::chrono::seconds(60);
   auto* copier = new ferry::engine{io.get_executor(), resident};
   auto* small = new ferry::pinned_buffer<std::uint32_t>(ferry::pinned_buffer<std::uint32_t>::allocate(1024));
   auto* small_target = new ferry::device_buffer<std::uint32_t>(copier->allocate<std::uint32_t>(1024));

@@ -4,7 +4,7 @@
 // poller parks, or once idle while the poller spins (a context-wide wait then returns), and starts again with the next
 // copy; it is stopped when the engine goes; copies posted from several threads at once, past the ring's size, all
 // arrive; a launch the driver refuses sends copies through the copy engine and says so; an engine that cannot run it,
-// or told to stop it after no idle time, refuses to start, and the plan cannot be forced.
+// or told to stop it after no idle time or too long a one, refuses to start, and the plan cannot be forced.
 #include "ferry/engine.hpp"
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -294,11 +294,15 @@ BOOST_AUTO_TEST_CASE(an_engine_without_the_poll_policy_refuses_resident_copies) 
       {"engine", "resident_copies needs completion_policy::poll", "policy is 1"});
 }
 
-BOOST_AUTO_TEST_CASE(an_engine_refuses_an_idle_stop_of_zero) {
+BOOST_AUTO_TEST_CASE(an_engine_refuses_an_idle_stop_of_zero_or_past_the_limit) {
   options.resident_idle_stop = std::chrono::microseconds(0);
   ferry::testing::expect_error<std::invalid_argument>(
       [&] { engine refused(io.get_executor(), options); },
-      {"engine", "resident_idle_stop is 0 us", "more than zero"});
+      {"engine", "resident_idle_stop is 0 us", "more than zero", "at most 3600000000 us"});
+  options.resident_idle_stop = std::chrono::microseconds::max();
+  ferry::testing::expect_error<std::invalid_argument>(
+      [&] { engine refused(io.get_executor(), options); },
+      {"engine", "resident_idle_stop is " + std::to_string(std::chrono::microseconds::max().count()) + " us"});
 }
 
 BOOST_AUTO_TEST_CASE(the_resident_plan_cannot_be_forced) {
