@@ -4,8 +4,10 @@
 // a random order, so that neither side is one contiguous copy. Pinned rows read and write page-locked
 // memory; pageable rows ordinary heap memory on both sides (the driver stages those copies itself; ferry
 // packs 4 KiB blocks into one staging chunk and stages the 64 MiB of 64 KiB blocks chunk by chunk).
-// Rows: many_small_{4KiB,64KiB}_{pinned,pageable}_{h2d,d2h} (the engine's automatic choice of path)
-// and many_small_4KiB_pinned_h2d_copy_engine (the list forced onto cuMemcpyBatchAsync).
+// Rows: many_small_{4KiB,64KiB}_{pinned,pageable}_{h2d,d2h} (the engine's automatic choice of path),
+// many_small_4KiB_pinned_h2d_copy_engine (the list forced onto cuMemcpyBatchAsync), and
+// many_small_4KiB_pageable_{h2d,d2h}_staged[_copy_engine] (the 4 KiB pageable lists staged through
+// chunks of 1 MiB, by the engine's choice or forced onto the copy engine).
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 
@@ -270,6 +272,41 @@ std::vector<bench::result> lists_of(std::size_t block_bytes, bool copy_engine_ro
 std::vector<bench::result> small_blocks(int&) { return lists_of(4096, true); }
 std::vector<bench::result> large_blocks(int&) { return lists_of(std::size_t{64} << 10, false); }
 
+// Pageable 4 KiB blocks through staging chunks of a quarter of the list (1 MiB): staged chunk by chunk,
+// each chunk's 256 pieces by one launch (the engine's choice) or by one cuMemcpyBatchAsync.
+std::vector<bench::result> staged_small_blocks(int&) {
+  asio::io_context io(1);
+  auto guard = asio::make_work_guard(io);
+  std::thread runner([&io] { io.run(); });
+  engine_options options;
+  options.staging_chunk_bytes = std::size_t{1} << 20;
+  engine gpu{io.get_executor(), options};
+  block_setup s(4096);
+  std::vector<bench::result> rows = bench::compare_all({
+      list_case<pageable_view>(s, gpu, "many_small_4KiB_pageable_h2d_staged", false, s.pageable_source.data(),
+                               nullptr, {}),
+      list_case<pageable_view>(s, gpu, "many_small_4KiB_pageable_h2d_staged_copy_engine", false,
+                               s.pageable_source.data(), nullptr, batch_path::copy_engine),
+  });
+  s.fill_device();
+  std::memset(s.pageable_back.data(), 0xA5, s.pageable_back.size());
+  for (bench::result& row : bench::compare_all({
+           list_case<pageable_view>(s, gpu, "many_small_4KiB_pageable_d2h_staged", true, nullptr,
+                                    s.pageable_back.data(), {}),
+           list_case<pageable_view>(s, gpu, "many_small_4KiB_pageable_d2h_staged_copy_engine", true, nullptr,
+                                    s.pageable_back.data(), batch_path::copy_engine),
+       })) {
+    rows.push_back(std::move(row));
+  }
+  const plan_counts counted = gpu.plan_counts();
+  std::cerr << "block_lists (4KiB blocks, 1 MiB chunks): " << counted.kernel_block_lists << " lists by kernel, "
+            << counted.copy_engine_block_lists << " by copy engine, " << counted.staged << " staged chunk by chunk\n";
+  guard.reset();
+  io.stop();
+  runner.join();
+  return rows;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -277,7 +314,8 @@ int main(int argc, char** argv) try {
   const std::string device_name = program.on.gpu.name();
   std::cerr << "ferry block_lists on the " << program.backend << " backend: " << device_name << "\n";
   int unused = 0;
-  program.report(bench::run_groups(unused, {small_blocks, large_blocks}), "blocks", device_name);
+  program.report(bench::run_groups(unused, {small_blocks, large_blocks, staged_small_blocks}), "blocks",
+                 device_name);
   return 0;
 } catch (const std::exception& error) {
   std::cerr << "block_lists: " << error.what() << "\n";

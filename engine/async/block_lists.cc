@@ -14,6 +14,33 @@
 #include "ferry/error.hpp"
 
 namespace ferry::detail {
+namespace {
+
+// ferry_copy_blocks reads three arrays of 64-bit words, one word per copy in each: the sources, the
+// destinations and the sizes.
+constexpr std::size_t descriptor_words = 3;
+
+// Writes the descriptors of `blocks` at `words` (three arrays of blocks.size() words, one after another).
+void write_descriptors(std::uint64_t* words, std::span<const checked_block> blocks, bool to_device) {
+  const std::size_t count = blocks.size();
+  for (std::size_t j = 0; j < count; ++j) {
+    const checked_block& b = blocks[j];
+    words[j] = to_device ? b.host : b.device;
+    words[count + j] = to_device ? b.device : b.host;
+    words[2 * count + j] = b.bytes;
+  }
+}
+
+// One launch of the kernel for the `count` copies described at `words`. Their host address is their
+// device address (unified addressing; kernel_usable says the device reaches page-locked memory there), so
+// the kernel reads the descriptors and the host blocks in place.
+CUresult launch_descriptors(const std::uint64_t* words, std::size_t count, CUstream stream) {
+  const auto first = reinterpret_cast<CUdeviceptr>(words);
+  const std::size_t array_bytes = count * sizeof(std::uint64_t);
+  return launch_copy_blocks(first, first + array_bytes, first + 2 * array_bytes, count, stream);
+}
+
+}  // namespace
 
 struct block_lists::list final : chunk_stager {
   list(block_lists& owner, bool to_device) : owner(owner), to_device(to_device) {}
@@ -46,8 +73,38 @@ struct block_lists::list final : chunk_stager {
     }
   }
 
-  // Staged chunk by chunk (a list no chunk packed at its call): bytes [offset, offset + length) of the
-  // list, in its order, between the chunk and the device. A block may span two chunks or more.
+  // Staged chunk by chunk (a list no chunk packed at its call). For the kernel a chunk carries its
+  // pieces' descriptors right after their bytes (at the next 8-byte boundary), so that a chunk in flight
+  // holds nothing else of the engine's; for the copy engine it is bytes only.
+  std::size_t chunk_length(std::size_t offset, std::size_t chunk_bytes) const override {
+    const std::size_t left = bytes - offset;
+    if (path != batch_path::kernel) return std::min(chunk_bytes, left);
+    std::size_t length = 0;
+    std::size_t pieces = 0;
+    std::size_t i = block_at(offset);
+    std::size_t skip = offset - starts[i];
+    while (length < left) {
+      const std::size_t room = room_for(pieces + 1, chunk_bytes);
+      if (room <= length) break;
+      const std::size_t in_block = blocks[i].bytes - skip;
+      const std::size_t take = std::min(in_block, room - length);
+      length += take;
+      ++pieces;
+      if (take < in_block) break;
+      ++i;
+      skip = 0;
+    }
+    return length;
+  }
+
+  // The bytes a chunk of `chunk_bytes` has for the bytes of `pieces` pieces beside their descriptors.
+  static std::size_t room_for(std::size_t pieces, std::size_t chunk_bytes) {
+    const std::size_t descriptors = descriptor_words * sizeof(std::uint64_t) * pieces + alignof(std::uint64_t) - 1;
+    return chunk_bytes > descriptors ? chunk_bytes - descriptors : 0;
+  }
+
+  // Bytes [offset, offset + length) of the list, in its order, between the chunk and the device. A block
+  // may span two chunks or more.
   CUresult enqueue_chunk(std::byte* chunk, std::size_t offset, std::size_t length, CUstream stream) override {
     std::vector<checked_block> pieces;
     std::vector<piece> packs;
@@ -57,8 +114,22 @@ struct block_lists::list final : chunk_stager {
       pieces.push_back({reinterpret_cast<std::uintptr_t>(place), part.device, part.bytes});
     });
     copy_runs(packs, owner.copy_);
-    const CUresult status = owner.enqueue_copy_engine(to_device, pieces, stream);
-    if (status == CUDA_SUCCESS && offset == 0) owner.copy_engine_lists_++;
+    CUresult status = CUDA_SUCCESS;
+    if (path == batch_path::kernel) {
+      const auto after_bytes = reinterpret_cast<std::uintptr_t>(chunk + length);
+      auto* const words = reinterpret_cast<std::uint64_t*>((after_bytes + 7) & ~std::uintptr_t{7});
+      write_descriptors(words, pieces, to_device);
+      status = launch_descriptors(words, pieces.size(), stream);
+      if (status != CUDA_SUCCESS && !is_sticky(status)) {
+        // Refused, and nothing of the chunk is on the stream: the copy engine takes this chunk and the rest.
+        owner.stop_using_kernel("a staged chunk of " + std::to_string(pieces.size()) + " pieces", status);
+        path = batch_path::copy_engine;
+      }
+    }
+    if (path == batch_path::copy_engine) status = owner.enqueue_copy_engine(to_device, pieces, stream);
+    if (status == CUDA_SUCCESS && offset == 0) {
+      (path == batch_path::kernel ? owner.kernel_lists_ : owner.copy_engine_lists_)++;
+    }
     return status;
   }
 
@@ -70,14 +141,18 @@ struct block_lists::list final : chunk_stager {
     copy_runs(out, owner.copy_);
   }
 
+  // The block that holds byte `offset` of the list: the last that starts at or before it (starts[0] is 0,
+  // and no block is empty).
+  std::size_t block_at(std::size_t offset) const {
+    return static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), offset) - starts.begin()) - 1;
+  }
+
   // Calls take(part, at) for each block's part within bytes [offset, offset + length) of the list:
   // `part` the block's host and device addresses and bytes in that range, `at` where they begin after
   // `offset`.
   template <class Take>
   void for_each_piece(std::size_t offset, std::size_t length, Take take) const {
-    // The last block that starts at or before offset (starts[0] is 0, and no block is empty).
-    std::size_t i = static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), offset) - starts.begin());
-    --i;
+    std::size_t i = block_at(offset);
     for (std::size_t done = 0; done < length; ++i) {
       const checked_block& b = blocks[i];
       const std::size_t skip = offset + done - starts[i];
@@ -92,6 +167,7 @@ struct block_lists::list final : chunk_stager {
   batch_path path = batch_path::copy_engine;   // kernel or copy_engine, chosen at the call
   std::vector<checked_block> blocks;           // host addresses as the GPU reads them (in the chunk if packed)
   std::vector<std::size_t> starts;             // staged chunk by chunk: where each block begins in the list
+  std::size_t bytes = 0;                       // staged chunk by chunk: the list's bytes
   std::vector<std::uint64_t*> slabs;           // the kernel's descriptors, one slab per launch
   staging_pool::chunk chunk = nullptr;         // pageable blocks, packed
   std::vector<piece> unpacks;
@@ -106,8 +182,7 @@ block_lists::block_lists(const driver_table& driver, settings chosen, staging_po
       copy_(std::move(copy)),
       report_(std::move(report)),
       kernel_usable_(chosen.kernel_usable),
-      // Three words per block: the sources, destinations and sizes ferry_copy_blocks reads.
-      slabs_(driver, 3 * blocks_per_launch) {}
+      slabs_(driver, descriptor_words * blocks_per_launch) {}
 
 batch_path block_lists::choose_path(std::string_view operation, batch_path path, const list& blocks,
                                     std::optional<std::size_t> foreign_device_block) const {
@@ -161,17 +236,21 @@ prepared_transfer block_lists::prepare(std::string_view operation, bool to_devic
   if (host_kind == memory_kind::pageable_host && !blocks.blocks.empty()) {
     // Packed into one staging chunk where they fit and one is free (never the pool's last, which a staged
     // transfer ahead of the list on its stream may be waiting for); otherwise staged chunk by chunk when
-    // the list's turn comes, as a pageable transfer is (the copy engine moves each chunk's pieces).
-    if (path == batch_path::kernel && checked.bytes > staging_.chunk_bytes()) {
+    // the list's turn comes, as a pageable transfer is.
+    if (path == batch_path::kernel && checked.bytes > staging_.chunk_bytes() &&
+        staging_.chunk_bytes() < kernel_chunk_min_bytes) {
       throw_invalid_argument(operation, "transfer_options::batching is kernel, but the pageable blocks hold " +
-                                            std::to_string(checked.bytes) +
-                                            " bytes, more than a staging chunk (engine_options::staging_chunk_bytes " +
-                                            std::to_string(staging_.chunk_bytes()) + ") packs for the kernel");
+                                            std::to_string(checked.bytes) + " bytes, more than a staging chunk of " +
+                                            std::to_string(staging_.chunk_bytes()) +
+                                            " bytes (engine_options::staging_chunk_bytes), and a chunk of fewer "
+                                            "than " + std::to_string(kernel_chunk_min_bytes) +
+                                            " bytes cannot carry the kernel's descriptors");
     }
     if (checked.bytes <= staging_.chunk_bytes()) blocks.chunk = staging_.try_lease_ahead();
     if (blocks.chunk == nullptr) {
-      chosen = batch_path::copy_engine;
+      if (staging_.chunk_bytes() < kernel_chunk_min_bytes) chosen = batch_path::copy_engine;
       staged = true;
+      blocks.bytes = checked.bytes;
       blocks.starts.reserve(blocks.blocks.size());
       std::size_t start = 0;
       for (const checked_block& b : blocks.blocks) {
@@ -195,7 +274,7 @@ prepared_transfer block_lists::prepare(std::string_view operation, bool to_devic
       list::copy_runs(packs, copy_);
     }
   }
-  if (chosen == batch_path::kernel) {
+  if (chosen == batch_path::kernel && !staged) {
     for (std::size_t first = 0; first < blocks.blocks.size(); first += blocks_per_launch) {
       CUresult status = CUDA_SUCCESS;
       std::uint64_t* slab = slabs_.acquire(status);
@@ -207,12 +286,7 @@ prepared_transfer block_lists::prepare(std::string_view operation, bool to_devic
       }
       blocks.slabs.push_back(slab);
       const std::size_t count = std::min(blocks_per_launch, blocks.blocks.size() - first);
-      for (std::size_t j = 0; j < count; ++j) {
-        const checked_block& b = blocks.blocks[first + j];
-        slab[j] = to_device ? b.host : b.device;
-        slab[count + j] = to_device ? b.device : b.host;
-        slab[2 * count + j] = b.bytes;
-      }
+      write_descriptors(slab, std::span<const checked_block>(blocks.blocks).subspan(first, count), to_device);
     }
   }
   blocks.path = chosen;
@@ -252,18 +326,11 @@ CUresult block_lists::enqueue(list& blocks, CUstream stream) {
 CUresult block_lists::launch_kernel(list& blocks, CUstream stream) {
   for (std::size_t k = 0; k < blocks.slabs.size(); ++k) {
     const std::size_t count = std::min(blocks_per_launch, blocks.blocks.size() - k * blocks_per_launch);
-    // The slab's host address is its device address (unified addressing; kernel_usable says the device
-    // reaches page-locked memory there), so the kernel reads the descriptors and the host blocks in place.
-    const auto words = reinterpret_cast<CUdeviceptr>(blocks.slabs[k]);
-    const std::size_t array_bytes = count * sizeof(std::uint64_t);
-    const CUresult launched = launch_copy_blocks(words, words + array_bytes, words + 2 * array_bytes, count, stream);
+    const CUresult launched = launch_descriptors(blocks.slabs[k], count, stream);
     if (launched == CUDA_SUCCESS) continue;
     if (k == 0 && !is_sticky(launched)) {
-      // Refused before anything ran (the kernels cannot be loaded, say): the copy engine takes the
-      // list, and the kernel is not tried again.
-      kernel_usable_.store(false, std::memory_order_relaxed);
-      report("the copy kernel (ferry_copy_blocks) could not take a list of " + std::to_string(blocks.blocks.size()) +
-             " blocks (" + status_name(launched) + "); submitted through the copy engine");
+      // Refused before anything ran (the kernels cannot be loaded, say): the copy engine takes the list.
+      stop_using_kernel("a list of " + std::to_string(blocks.blocks.size()) + " blocks", launched);
       blocks.path = batch_path::copy_engine;
       return enqueue_copy_engine(blocks.to_device, blocks.blocks, stream);
     }
@@ -308,6 +375,12 @@ CUresult block_lists::enqueue_copy_engine(bool to_device, std::span<const checke
   }
   if (status != CUDA_SUCCESS && i > 1) driver_.cuStreamSynchronize(stream);  // part of the list is on the stream
   return status;
+}
+
+void block_lists::stop_using_kernel(const std::string& what, CUresult refused) {
+  kernel_usable_.store(false, std::memory_order_relaxed);
+  report("the copy kernel (ferry_copy_blocks) could not take " + what + " (" + status_name(refused) +
+         "); submitted through the copy engine");
 }
 
 void block_lists::report(const std::string& message) const {

@@ -6,7 +6,7 @@
 // call, a peek's copied out once the GPU is done, before the caller hears. Pageable blocks that one chunk
 // cannot hold, or that find no chunk free at the call, are staged as a pageable transfer is, chunk by
 // chunk (leased when the list's turn comes, never waiting on a thread), each chunk's pieces moved by one
-// cuMemcpyBatchAsync.
+// launch (their descriptors in the chunk, after their bytes) or one cuMemcpyBatchAsync, as the list chose.
 #pragma once
 
 #include <atomic>
@@ -59,6 +59,9 @@ class block_lists {
 
   // Blocks one launch carries: one slab holds their three descriptor arrays.
   static constexpr std::size_t blocks_per_launch = 4096;
+  // A staged chunk smaller than this cannot carry a piece and its descriptors: such chunks go through the
+  // copy engine.
+  static constexpr std::size_t kernel_chunk_min_bytes = 64;
 
  private:
   struct list;  // one vectored transfer's blocks, slabs and staging, kept until the GPU is done
@@ -70,6 +73,8 @@ class block_lists {
   CUresult enqueue(list& blocks, CUstream stream);
   // Falls back to the copy engine (and says so in blocks.path) when the driver refuses the first launch.
   CUresult launch_kernel(list& blocks, CUstream stream);
+  // After the driver refused a launch for good: says so, and the kernel is not tried again.
+  void stop_using_kernel(const std::string& what, CUresult refused);
   // One cuMemcpyBatchAsync for the blocks (a call per block where the driver refuses the batch).
   CUresult enqueue_copy_engine(bool to_device, std::span<const checked_block> blocks, CUstream stream);
   void report(const std::string& message) const;

@@ -95,7 +95,9 @@ struct staged_state : std::enable_shared_from_this<staged_state> {
       return nullptr;
     }
     const std::size_t offset = next_offset;
-    const std::size_t length = std::min(engine->staging->chunk_bytes(), transfer->bytes - offset);
+    const std::size_t length = transfer->stager != nullptr
+                                   ? transfer->stager->chunk_length(offset, engine->staging->chunk_bytes())
+                                   : std::min(engine->staging->chunk_bytes(), transfer->bytes - offset);
     CUresult status;
     if (transfer->stager != nullptr) {
       status = transfer->stager->enqueue_chunk(chunk, offset, length, stream);

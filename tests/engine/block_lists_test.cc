@@ -234,17 +234,65 @@ BOOST_AUTO_TEST_CASE(pageable_blocks_are_packed_through_a_staging_chunk_for_the_
   BOOST_TEST(gpu->plan_counts().kernel_block_lists == 2u);
 }
 
-// Chunk by chunk, as a pageable transfer is staged: blocks span the chunks' boundaries.
+// Chunk by chunk, as a pageable transfer is staged: blocks span the chunks' boundaries. A launch per
+// chunk, the chunk's descriptors after its bytes, or a cuMemcpyBatchAsync per chunk.
 BOOST_AUTO_TEST_CASE(pageable_blocks_too_many_for_a_chunk_are_staged_chunk_by_chunk) {
   options.staging_chunk_bytes = 64 << 10;  // the blocks hold about 750 KB
   start();
   const layout shape(6);
   std::vector<std::uint8_t> source(shape.host_bytes);
   std::vector<std::uint8_t> back(shape.host_bytes);
-  round_trip<pageable>(shape, source, back);
-  BOOST_TEST(gpu->plan_counts().kernel_block_lists == 0u);
-  BOOST_TEST(gpu->plan_counts().copy_engine_block_lists == 2u);
+  round_trip<pageable>(shape, source, back);  // 300 blocks: the kernel
+  BOOST_TEST(gpu->plan_counts().kernel_block_lists == 2u);
+  BOOST_TEST(gpu->plan_counts().copy_engine_block_lists == 0u);
   BOOST_TEST(gpu->plan_counts().staged == 2u);
+  round_trip<pageable>(shape, source, back, batch_path::copy_engine);
+  BOOST_TEST(gpu->plan_counts().kernel_block_lists == 2u);
+  BOOST_TEST(gpu->plan_counts().copy_engine_block_lists == 2u);
+  BOOST_TEST(gpu->plan_counts().staged == 4u);
+  BOOST_TEST(failures_seen().empty());
+}
+
+// Pieces of a byte or two: a chunk's descriptors take most of it, and a chunk carries as many pieces as
+// fit beside theirs (here 64 bytes: two pieces, or one piece of up to 33 bytes).
+BOOST_AUTO_TEST_CASE(staged_chunks_for_the_kernel_carry_as_many_pieces_as_fit_beside_their_descriptors) {
+  options.staging_chunk_bytes = 64;
+  start();
+  layout shape(14, 0);
+  std::mt19937_64 random(14);
+  for (std::size_t i = 0; i < 200; ++i) {
+    const std::size_t size = 1 + random() % (i % 10 == 0 ? 100 : 2);
+    shape.host_offset.push_back(shape.host_bytes);
+    shape.device_offset.push_back(i * slot_bytes + random() % (slot_bytes - size));
+    shape.bytes.push_back(size);
+    shape.host_bytes += size;
+  }
+  std::vector<std::uint8_t> source(shape.host_bytes);
+  std::vector<std::uint8_t> back(shape.host_bytes);
+  round_trip<pageable>(shape, source, back, batch_path::kernel);
+  BOOST_TEST(gpu->plan_counts().kernel_block_lists == 2u);
+  BOOST_TEST(gpu->plan_counts().staged == 2u);
+  BOOST_TEST(failures_seen().empty());
+}
+
+// A launch the driver refuses for a staged chunk leaves nothing of it on the stream: the copy engine takes
+// that chunk and the rest, the refusal is reported once, and every byte lands.
+BOOST_AUTO_TEST_CASE(a_staged_chunk_whose_launch_is_refused_goes_through_the_copy_engine,
+                     *ferry::testing::only_on_sim()) {
+  options.staging_chunk_bytes = 64 << 10;
+  start();
+  const layout shape(15);
+  std::vector<std::uint8_t> source(shape.host_bytes);
+  std::vector<std::uint8_t> back(shape.host_bytes);
+  sim::fail_call("cuLaunchKernel", 3, CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES);  // the third chunk's
+  round_trip<pageable>(shape, source, back, batch_path::kernel);
+  BOOST_TEST(gpu->plan_counts().kernel_block_lists == 1u);  // the poke; the peek found the kernel given up
+  BOOST_TEST(gpu->plan_counts().copy_engine_block_lists == 1u);
+  const std::vector<std::string> seen = failures_seen();
+  BOOST_TEST_REQUIRE(seen.size() == 1u);
+  BOOST_TEST(seen[0].find("the copy kernel (ferry_copy_blocks) could not take a staged chunk of") != std::string::npos,
+             seen[0]);
+  BOOST_TEST(seen[0].find("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES") != std::string::npos, seen[0]);
 }
 
 // A staged list waits for its stream's turn and its chunks without holding any thread: a poke and a peek
@@ -312,7 +360,7 @@ BOOST_AUTO_TEST_CASE(a_staged_list_whose_chunk_is_refused_fails_its_op, *ferry::
   }
   sim::fail_call("cuMemcpyBatchAsync", 2, CUDA_ERROR_NOT_SUPPORTED);
   sim::fail_call("cuMemcpyHtoDAsync", 1, CUDA_ERROR_INVALID_VALUE);
-  outcome failed = run([&](auto handler) { gpu->poke_blocks(pokes, handler); });
+  outcome failed = run([&](auto handler) { gpu->poke_blocks(pokes, batch_path::copy_engine, handler); });
   BOOST_TEST(failed.error == std::error_code(CUDA_ERROR_INVALID_VALUE, cuda_category()));
   BOOST_TEST(failed.bytes == std::size_t{64} << 10);  // the first chunk
   const std::vector<std::string> seen = failures_seen();
@@ -391,13 +439,14 @@ BOOST_AUTO_TEST_CASE(a_list_never_takes_the_last_free_staging_chunk) {
   {
     ferry::testing::stream_gate gate(held);
     gpu->poke_blocks(list_of(first, 0), transfer_options{held}, record(first_done));
-    gpu->poke_blocks(list_of(second, 1), transfer_options{other}, record(second_done));
     BOOST_TEST(gpu->plan_counts().kernel_block_lists == 2u);  // packed: one chunk held
+    BOOST_TEST(gpu->plan_counts().staged == 0u);
+    gpu->poke_blocks(list_of(second, 1), transfer_options{other}, record(second_done));
     gpu->poke(std::span<const std::uint32_t>(staged_values), staged_destination.get(), transfer_plan::staged,
               record(staged));
     BOOST_TEST(ferry::testing::run_until(io, [&] { return staged.calls == 1 && second_done.calls == 1; }));
-    BOOST_TEST(gpu->plan_counts().copy_engine_block_lists == 1u);  // not packed: staged, by the copy engine
-    BOOST_TEST(gpu->plan_counts().staged == 2u);
+    BOOST_TEST(gpu->plan_counts().kernel_block_lists == 3u);
+    BOOST_TEST(gpu->plan_counts().staged == 2u);  // not packed: the list staged, and the transfer
     BOOST_TEST(first_done.calls == 0);
     gate.open();
     BOOST_TEST(ferry::testing::run_until(io, [&] { return first_done.calls == 1 && second_done.calls == 1; }));
@@ -535,18 +584,20 @@ BOOST_AUTO_TEST_CASE(bad_blocks_are_refused_naming_the_block_before_anything_mov
   ferry::testing::expect_error<std::invalid_argument>(
       [&] { gpu->peek_blocks(same_host, asio::use_future); },
       {"engine::peek_blocks: blocks[0].host [", "and blocks[1].host [", "overlap"});
-  options.staging_chunk_bytes = 1 << 16;
-  engine small_chunks(io.get_executor(), options);
-  std::vector<std::uint32_t> big(1 << 15);  // 128 KiB
-  auto wide = small_chunks.allocate<std::uint32_t>(1 << 15);
-  const std::vector<block_pair<std::span<const std::uint32_t>, std::uint32_t>> too_big_for_chunk{
+  options.staging_chunk_bytes = 48;
+  engine tiny_chunks(io.get_executor(), options);
+  std::vector<std::uint32_t> big(1 << 10);  // 4 KiB
+  auto wide = tiny_chunks.allocate<std::uint32_t>(1 << 10);
+  const std::vector<block_pair<std::span<const std::uint32_t>, std::uint32_t>> more_than_a_chunk{
       {std::span<const std::uint32_t>(big), wide.get()}};
   ferry::testing::expect_error<std::invalid_argument>(
-      [&] { small_chunks.poke_blocks(too_big_for_chunk, batch_path::kernel, asio::use_future); },
-      {"engine::poke_blocks: transfer_options::batching is kernel, but the pageable blocks hold 131072 bytes, more "
-       "than a staging chunk (engine_options::staging_chunk_bytes 65536)"});
+      [&] { tiny_chunks.poke_blocks(more_than_a_chunk, batch_path::kernel, asio::use_future); },
+      {"engine::poke_blocks: transfer_options::batching is kernel, but the pageable blocks hold 4096 bytes, more "
+       "than a staging chunk of 48 bytes (engine_options::staging_chunk_bytes), and a chunk of fewer than 64 bytes "
+       "cannot carry the kernel's descriptors"});
   BOOST_TEST(gpu->plan_counts().pinned == 0u);  // nothing was started
-  BOOST_TEST(small_chunks.plan_counts().pinned == 0u);
+  BOOST_TEST(tiny_chunks.plan_counts().pinned == 0u);
+  BOOST_TEST(tiny_chunks.plan_counts().staged == 0u);
 }
 
 // A list queued on a stream behind a staged poke that cannot finish submitting (its one staging chunk

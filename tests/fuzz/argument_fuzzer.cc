@@ -371,10 +371,6 @@ void fuzz_blocks(fuzz_input& in) {
       if (written_i < read_j + bytes_j && read_j < written_i + bytes_i) reads_written = true;
     }
   }
-  if (host_kind == promised::pageable && batching == batch_path::kernel && total > staging_chunk_bytes &&
-      outcome != verdict::unsafe) {
-    outcome = verdict::invalid;
-  }
   std::string arguments = text("blocks to_device", to_device, "pinned", host_kind == promised::pinned, "element", size,
                                "stream", on_stream, "batching", static_cast<int>(batching), "blocks", drawn.size());
   for (const drawn_block& b : drawn) arguments += text("[host", b.host, "device", b.device, "count", b.count) + "] ";

@@ -266,7 +266,8 @@ std::vector<operation_case> cases() {
          await([&](auto done) { gpu.poke_blocks(pageable_pokes, done); });
          await([&](auto done) { gpu.peek_blocks(pageable_peeks, done); });
          require(same_bytes(pageable_back, pageable_values), "pageable block list bytes");
-         // More than a chunk holds: staged chunk by chunk, blocks across the chunks' boundaries.
+         // More than a chunk holds: staged chunk by chunk, blocks across the chunks' boundaries, a launch
+         // or a batch of copies per chunk.
          constexpr std::size_t large_blocks = 3 * blocks;  // 144,000 bytes: three 64 KiB chunks
          auto large_values = random_vector<std::uint32_t>(large_blocks * block, 12);
          std::vector<std::uint32_t> large_back(large_values.size());
@@ -279,11 +280,15 @@ std::vector<operation_case> cases() {
            large_peeks.push_back(
                {std::span(large_back).subspan(i * block, block), device_ptr<const std::uint32_t>(at)});
          }
-         await([&](auto done) { gpu.poke_blocks(large_pokes, done); });
-         await([&](auto done) { gpu.peek_blocks(large_peeks, done); });
-         require(same_bytes(large_back, large_values), "staged block list bytes");
+         for (const auto& [poke_path, peek_path] : {std::pair{batch_path::kernel, batch_path::copy_engine},
+                                                     std::pair{batch_path::copy_engine, batch_path::kernel}}) {
+           std::fill(large_back.begin(), large_back.end(), 0u);
+           await([&](auto done) { gpu.poke_blocks(large_pokes, poke_path, done); });
+           await([&](auto done) { gpu.peek_blocks(large_peeks, peek_path, done); });
+           require(same_bytes(large_back, large_values), "staged block list bytes");
+         }
          const plan_counts counts = gpu.plan_counts();
-         require(injecting || (counts.kernel_block_lists == 4 && counts.copy_engine_block_lists == 4),
+         require(injecting || (counts.kernel_block_lists == 6 && counts.copy_engine_block_lists == 4),
                  "block lists took the paths asked for");
        }},
       {"engine: concurrent small pokes and peeks batched by the kernel and by the copy engine",
