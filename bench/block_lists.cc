@@ -5,7 +5,8 @@
 // memory; pageable rows ordinary heap memory on both sides (the driver stages those copies itself; ferry
 // packs 4 KiB blocks into one staging chunk and stages the 64 MiB of 64 KiB blocks chunk by chunk).
 // Rows: many_small_{4KiB,64KiB}_{pinned,pageable}_{h2d,d2h} (the engine's automatic choice of path),
-// many_small_4KiB_pinned_h2d_copy_engine (the list forced onto cuMemcpyBatchAsync), and
+// many_small_4KiB_pinned_h2d_copy_engine and many_small_64KiB_pageable_{h2d,d2h}_copy_engine (the lists
+// forced onto cuMemcpyBatchAsync), and
 // many_small_4KiB_pageable_{h2d,d2h}_staged[_copy_engine] (the 4 KiB pageable lists staged through
 // chunks of 1 MiB, by the engine's choice or forced onto the copy engine).
 #include <boost/asio/executor_work_guard.hpp>
@@ -227,8 +228,10 @@ void print_where_the_time_goes(block_setup& s, engine& gpu, bool peeks, std::chr
             << handler / rounds << " us, seen at " << whole / rounds << " us\n";
 }
 
-// Every row for the size; `copy_engine_row` adds the pinned poke forced onto cuMemcpyBatchAsync.
-std::vector<bench::result> lists_of(std::size_t block_bytes, bool copy_engine_row) {
+// Every row for the size, and beside them the lists forced onto cuMemcpyBatchAsync: the pinned poke's for
+// 4 KiB blocks, the staged pageable ones' for 64 KiB blocks.
+std::vector<bench::result> lists_of(std::size_t block_bytes) {
+  const bool small = block_bytes == 4096;
   asio::io_context io(1);
   auto guard = asio::make_work_guard(io);
   std::thread runner([&io] { io.run(); });  // the handlers' executor
@@ -237,24 +240,30 @@ std::vector<bench::result> lists_of(std::size_t block_bytes, bool copy_engine_ro
   const std::string size = block_bytes == 4096 ? "4KiB" : "64KiB";
   std::vector<bench::comparison_spec> pokes{list_case<pinned_view>(s, gpu, "many_small_" + size + "_pinned_h2d", false,
                                                                    s.pinned_source.data(), nullptr, {})};
-  if (copy_engine_row) {
+  if (small) {
     pokes.push_back(list_case<pinned_view>(s, gpu, "many_small_" + size + "_pinned_h2d_copy_engine", false,
                                            s.pinned_source.data(), nullptr, batch_path::copy_engine));
   }
   // 1024 pageable 64 KiB blocks (64 MiB) are more than a staging chunk packs: staged chunk by chunk.
   pokes.push_back(list_case<pageable_view>(s, gpu, "many_small_" + size + "_pageable_h2d", false,
                                            s.pageable_source.data(), nullptr, {}));
+  if (!small) {
+    pokes.push_back(list_case<pageable_view>(s, gpu, "many_small_" + size + "_pageable_h2d_copy_engine", false,
+                                             s.pageable_source.data(), nullptr, batch_path::copy_engine));
+  }
   std::vector<bench::result> rows = bench::compare_all(std::move(pokes));
   s.fill_device();
   std::memset(s.pinned_back.data(), 0xA5, s.pinned_back.size());
   std::memset(s.pageable_back.data(), 0xA5, s.pageable_back.size());
-  for (bench::result& row : bench::compare_all({
-           list_case<pinned_view>(s, gpu, "many_small_" + size + "_pinned_d2h", true, nullptr, s.pinned_back.data(), {}),
-           list_case<pageable_view>(s, gpu, "many_small_" + size + "_pageable_d2h", true, nullptr,
-                                    s.pageable_back.data(), {}),
-       })) {
-    rows.push_back(std::move(row));
+  std::vector<bench::comparison_spec> peeks{
+      list_case<pinned_view>(s, gpu, "many_small_" + size + "_pinned_d2h", true, nullptr, s.pinned_back.data(), {}),
+      list_case<pageable_view>(s, gpu, "many_small_" + size + "_pageable_d2h", true, nullptr, s.pageable_back.data(),
+                               {})};
+  if (!small) {
+    peeks.push_back(list_case<pageable_view>(s, gpu, "many_small_" + size + "_pageable_d2h_copy_engine", true, nullptr,
+                                             s.pageable_back.data(), batch_path::copy_engine));
   }
+  for (bench::result& row : bench::compare_all(std::move(peeks))) rows.push_back(std::move(row));
   for (const bool peeks : {false, true}) {
     for (const std::chrono::microseconds idle : {std::chrono::microseconds(0), std::chrono::microseconds(2000)}) {
       print_where_the_time_goes(s, gpu, peeks, idle);
@@ -269,11 +278,12 @@ std::vector<bench::result> lists_of(std::size_t block_bytes, bool copy_engine_ro
   return rows;
 }
 
-std::vector<bench::result> small_blocks(int&) { return lists_of(4096, true); }
-std::vector<bench::result> large_blocks(int&) { return lists_of(std::size_t{64} << 10, false); }
+std::vector<bench::result> small_blocks(int&) { return lists_of(4096); }
+std::vector<bench::result> large_blocks(int&) { return lists_of(std::size_t{64} << 10); }
 
-// Pageable 4 KiB blocks through staging chunks of a quarter of the list (1 MiB): staged chunk by chunk,
-// each chunk's 256 pieces by one launch (the engine's choice) or by one cuMemcpyBatchAsync.
+// Pageable 4 KiB blocks through staging chunks of 1 MiB: staged chunk by chunk, each chunk's pieces by one
+// launch (the engine's choice; about 255 pieces beside their descriptors) or by one cuMemcpyBatchAsync
+// (256 pieces).
 std::vector<bench::result> staged_small_blocks(int&) {
   asio::io_context io(1);
   auto guard = asio::make_work_guard(io);

@@ -104,6 +104,8 @@ BLOCKS_LABELS = {
     "many_small_64KiB_pageable_h2d": "1024 pageable 64 KiB blocks (64 MiB): one poke_blocks, staged chunk by chunk",
     "many_small_64KiB_pinned_d2h": "1024 64 KiB blocks into page-locked memory: one peek_blocks",
     "many_small_64KiB_pageable_d2h": "1024 64 KiB blocks into pageable memory: one peek_blocks, staged chunk by chunk",
+    "many_small_64KiB_pageable_h2d_copy_engine": "the same, a cuMemcpyBatchAsync per chunk",
+    "many_small_64KiB_pageable_d2h_copy_engine": "the same, a cuMemcpyBatchAsync per chunk",
     "many_small_4KiB_pageable_h2d_staged": "1024 pageable 4 KiB blocks through 1 MiB staging chunks: staged chunk by "
                                            "chunk, a launch per chunk",
     "many_small_4KiB_pageable_h2d_staged_copy_engine": "the same, a cuMemcpyBatchAsync per chunk",

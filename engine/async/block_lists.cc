@@ -19,6 +19,9 @@ namespace {
 // ferry_copy_blocks reads three arrays of 64-bit words, one word per copy in each: the sources, the
 // destinations and the sizes.
 constexpr std::size_t descriptor_words = 3;
+// The kernel's widest access (kernels/copy_block.cuh): a piece moves that wide where its two ends are
+// aligned alike modulo this.
+constexpr std::size_t copy_alignment = 16;
 
 // Writes the descriptors of `blocks` at `words` (three arrays of blocks.size() words, one after another).
 void write_descriptors(std::uint64_t* words, std::span<const checked_block> blocks, bool to_device) {
@@ -73,11 +76,17 @@ struct block_lists::list final : chunk_stager {
     }
   }
 
-  // Staged chunk by chunk (a list no chunk packed at its call). For the kernel a chunk carries its
-  // pieces' descriptors right after their bytes (at the next 8-byte boundary), so that a chunk in flight
-  // holds nothing else of the engine's; for the copy engine it is bytes only.
-  std::size_t chunk_length(std::size_t offset, std::size_t chunk_bytes) const override {
+  // Staged chunk by chunk (a list no chunk packed at its call). A list that chose the kernel moves a chunk
+  // by one launch where the chunk holds at least the engine's threshold of pieces (or the caller forced
+  // the kernel), the chunk carrying its pieces' descriptors right after their bytes (at the next 8-byte
+  // boundary), so that a chunk in flight holds nothing else of the engine's; otherwise by the copy engine,
+  // the chunk all bytes (a chunk of a few large pieces: a launch would give each piece one block of threads).
+  std::size_t chunk_length(std::size_t offset, std::size_t chunk_bytes) override {
     const std::size_t left = bytes - offset;
+    chunk_path = batch_path::copy_engine;
+    if (path == batch_path::kernel && !owner.kernel_usable_.load(std::memory_order_relaxed)) {
+      path = batch_path::copy_engine;  // another list found the kernel refused for good
+    }
     if (path != batch_path::kernel) return std::min(chunk_bytes, left);
     std::size_t length = 0;
     std::size_t pieces = 0;
@@ -94,6 +103,12 @@ struct block_lists::list final : chunk_stager {
       ++i;
       skip = 0;
     }
+    if (!kernel_forced && pieces < owner.settings_.kernel_min_blocks) return std::min(chunk_bytes, left);
+    // Where the list goes on, the next chunk begins at a multiple of 16 bytes of the list, as its bytes
+    // would lie in one packed chunk: the kernel's accesses are as wide as a piece's two ends allow.
+    const std::size_t past_alignment = (offset + length) % copy_alignment;
+    if (length < left && length > past_alignment) length -= past_alignment;
+    chunk_path = batch_path::kernel;
     return length;
   }
 
@@ -115,20 +130,23 @@ struct block_lists::list final : chunk_stager {
     });
     copy_runs(packs, owner.copy_);
     CUresult status = CUDA_SUCCESS;
-    if (path == batch_path::kernel) {
+    if (chunk_path == batch_path::kernel) {
       const auto after_bytes = reinterpret_cast<std::uintptr_t>(chunk + length);
       auto* const words = reinterpret_cast<std::uint64_t*>((after_bytes + 7) & ~std::uintptr_t{7});
       write_descriptors(words, pieces, to_device);
       status = launch_descriptors(words, pieces.size(), stream);
       if (status != CUDA_SUCCESS && !is_sticky(status)) {
-        // Refused, and nothing of the chunk is on the stream: the copy engine takes this chunk and the rest.
-        owner.stop_using_kernel("a staged chunk of " + std::to_string(pieces.size()) + " pieces", status);
-        path = batch_path::copy_engine;
+        // Refused, and nothing of the chunk is on the stream: the copy engine takes this chunk, and the
+        // rest, which find the kernel given up.
+        owner.stop_using_kernel("a staged chunk of " + std::to_string(pieces.size()) +
+                                    " pieces (this chunk and the rest of its list too)",
+                                status);
+        chunk_path = batch_path::copy_engine;
       }
     }
-    if (path == batch_path::copy_engine) status = owner.enqueue_copy_engine(to_device, pieces, stream);
-    if (status == CUDA_SUCCESS && offset == 0) {
-      (path == batch_path::kernel ? owner.kernel_lists_ : owner.copy_engine_lists_)++;
+    if (chunk_path == batch_path::copy_engine) status = owner.enqueue_copy_engine(to_device, pieces, stream);
+    if (status == CUDA_SUCCESS && offset == 0) {  // a staged list is counted by its first chunk's path
+      (chunk_path == batch_path::kernel ? owner.kernel_lists_ : owner.copy_engine_lists_)++;
     }
     return status;
   }
@@ -165,6 +183,8 @@ struct block_lists::list final : chunk_stager {
   block_lists& owner;
   const bool to_device;
   batch_path path = batch_path::copy_engine;   // kernel or copy_engine, chosen at the call
+  bool kernel_forced = false;                  // the caller chose batch_path::kernel
+  batch_path chunk_path = batch_path::copy_engine;  // staged: the path of the chunk being submitted
   std::vector<checked_block> blocks;           // host addresses as the GPU reads them (in the chunk if packed)
   std::vector<std::size_t> starts;             // staged chunk by chunk: where each block begins in the list
   std::size_t bytes = 0;                       // staged chunk by chunk: the list's bytes
@@ -242,9 +262,9 @@ prepared_transfer block_lists::prepare(std::string_view operation, bool to_devic
       throw_invalid_argument(operation, "transfer_options::batching is kernel, but the pageable blocks hold " +
                                             std::to_string(checked.bytes) + " bytes, more than a staging chunk of " +
                                             std::to_string(staging_.chunk_bytes()) +
-                                            " bytes (engine_options::staging_chunk_bytes), and a chunk of fewer "
-                                            "than " + std::to_string(kernel_chunk_min_bytes) +
-                                            " bytes cannot carry the kernel's descriptors");
+                                            " bytes (engine_options::staging_chunk_bytes), and the kernel takes "
+                                            "no chunk of fewer than " + std::to_string(kernel_chunk_min_bytes) +
+                                            " bytes (its descriptors take 24 bytes a piece)");
     }
     if (checked.bytes <= staging_.chunk_bytes()) blocks.chunk = staging_.try_lease_ahead();
     if (blocks.chunk == nullptr) {
@@ -290,6 +310,7 @@ prepared_transfer block_lists::prepare(std::string_view operation, bool to_devic
     }
   }
   blocks.path = chosen;
+  blocks.kernel_forced = path == batch_path::kernel;
 
   prepared_transfer transfer;
   transfer.operation = operation;

@@ -6,7 +6,8 @@
 // call, a peek's copied out once the GPU is done, before the caller hears. Pageable blocks that one chunk
 // cannot hold, or that find no chunk free at the call, are staged as a pageable transfer is, chunk by
 // chunk (leased when the list's turn comes, never waiting on a thread), each chunk's pieces moved by one
-// launch (their descriptors in the chunk, after their bytes) or one cuMemcpyBatchAsync, as the list chose.
+// launch (their descriptors in the chunk, after their bytes) where the list chose the kernel and the chunk
+// holds enough pieces, otherwise by one cuMemcpyBatchAsync.
 #pragma once
 
 #include <atomic>
@@ -59,8 +60,8 @@ class block_lists {
 
   // Blocks one launch carries: one slab holds their three descriptor arrays.
   static constexpr std::size_t blocks_per_launch = 4096;
-  // A staged chunk smaller than this cannot carry a piece and its descriptors: such chunks go through the
-  // copy engine.
+  // The kernel takes no staged chunk smaller than this: beside a piece's descriptors (24 bytes) it would
+  // hold a few bytes at most. Lists staged through such chunks go through the copy engine.
   static constexpr std::size_t kernel_chunk_min_bytes = 64;
 
  private:

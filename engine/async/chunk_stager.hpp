@@ -15,9 +15,10 @@ class chunk_stager {
  public:
   virtual ~chunk_stager() = default;
 
-  // How many of the transfer's bytes from `offset` on one chunk of `chunk_bytes` carries: at least one
-  // (offset is short of the transfer's end).
-  virtual std::size_t chunk_length(std::size_t offset, std::size_t chunk_bytes) const = 0;
+  // How many of the transfer's bytes from `offset` on the next chunk, of `chunk_bytes`, carries: at least
+  // one (offset is short of the transfer's end). Called once per chunk, before its enqueue_chunk: the
+  // stager may decide there how that chunk moves.
+  virtual std::size_t chunk_length(std::size_t offset, std::size_t chunk_bytes) = 0;
 
   // Puts bytes [offset, offset + length) of the transfer (length as chunk_length gave it) between
   // `chunk` (page-locked, chunk_bytes) and device memory on `stream`: a poke's host bytes are copied into

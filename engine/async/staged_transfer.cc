@@ -10,7 +10,7 @@
 
 namespace ferry::detail {
 
-// A pageable transfer: chunk k+1 is leased and filled while the copy engine moves chunk k. Cancellation
+// A pageable transfer: chunk k+1 is leased and filled while the GPU moves chunk k. Cancellation
 // is checked before each chunk; chunks already on the stream finish, and the op reports the bytes moved.
 // A transfer with a stager (a pageable block list) has it fill and empty each chunk; any other moves one
 // range of host memory to one of device memory or back.

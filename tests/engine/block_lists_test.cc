@@ -254,45 +254,112 @@ BOOST_AUTO_TEST_CASE(pageable_blocks_too_many_for_a_chunk_are_staged_chunk_by_ch
 }
 
 // Pieces of a byte or two: a chunk's descriptors take most of it, and a chunk carries as many pieces as
-// fit beside theirs (here 64 bytes: two pieces, or one piece of up to 33 bytes).
+// fit beside theirs (in 64 bytes two pieces, or one of up to 33 bytes); chunks of 71 bytes lie at
+// addresses that are not multiples of 8, where the descriptors begin at the next 8-byte boundary.
 BOOST_AUTO_TEST_CASE(staged_chunks_for_the_kernel_carry_as_many_pieces_as_fit_beside_their_descriptors) {
-  options.staging_chunk_bytes = 64;
-  start();
-  layout shape(14, 0);
-  std::mt19937_64 random(14);
-  for (std::size_t i = 0; i < 200; ++i) {
-    const std::size_t size = 1 + random() % (i % 10 == 0 ? 100 : 2);
-    shape.host_offset.push_back(shape.host_bytes);
-    shape.device_offset.push_back(i * slot_bytes + random() % (slot_bytes - size));
-    shape.bytes.push_back(size);
-    shape.host_bytes += size;
+  for (const std::size_t chunk : {std::size_t{64}, std::size_t{71}}) {
+    options.staging_chunk_bytes = chunk;
+    start();
+    layout shape(14, 0);
+    std::mt19937_64 random(14 + chunk);
+    for (std::size_t i = 0; i < 200; ++i) {
+      const std::size_t size = 1 + random() % (i % 10 == 0 ? 100 : 2);
+      shape.host_offset.push_back(shape.host_bytes);
+      shape.device_offset.push_back(i * slot_bytes + random() % (slot_bytes - size));
+      shape.bytes.push_back(size);
+      shape.host_bytes += size;
+    }
+    std::vector<std::uint8_t> source(shape.host_bytes);
+    std::vector<std::uint8_t> back(shape.host_bytes);
+    round_trip<pageable>(shape, source, back, batch_path::kernel);
+    BOOST_TEST(gpu->plan_counts().kernel_block_lists == 2u);
+    BOOST_TEST(gpu->plan_counts().staged == 2u);
   }
+  BOOST_TEST(failures_seen().empty());
+}
+
+// Where a list chose the kernel, a chunk of fewer pieces than the engine's threshold (a few large
+// blocks) goes through the copy engine: one launch would give each piece a single block of threads.
+BOOST_AUTO_TEST_CASE(staged_chunks_of_few_pieces_go_through_the_copy_engine, *ferry::testing::only_on_sim()) {
+  options.staging_chunk_bytes = 64 << 10;
+  options.batch_kernel_min_copies = 8;
+  start();
+  const layout shape = grid_layout(16, 40, 30000, 40000, 8);  // two or three pieces a chunk
   std::vector<std::uint8_t> source(shape.host_bytes);
   std::vector<std::uint8_t> back(shape.host_bytes);
-  round_trip<pageable>(shape, source, back, batch_path::kernel);
-  BOOST_TEST(gpu->plan_counts().kernel_block_lists == 2u);
+  const auto before = sim::call_counts();
+  round_trip<pageable>(shape, source, back);
+  const auto after = sim::call_counts();
+  BOOST_TEST(gpu->plan_counts().copy_engine_block_lists == 2u);
+  BOOST_TEST(gpu->plan_counts().kernel_block_lists == 0u);
   BOOST_TEST(gpu->plan_counts().staged == 2u);
+  BOOST_TEST(after.at("cuLaunchKernel") == (before.contains("cuLaunchKernel") ? before.at("cuLaunchKernel") : 0u));
   BOOST_TEST(failures_seen().empty());
 }
 
 // A launch the driver refuses for a staged chunk leaves nothing of it on the stream: the copy engine takes
-// that chunk and the rest, the refusal is reported once, and every byte lands.
+// that chunk and the rest (no launch is tried again), the refusal is reported once, and every byte lands;
+// a list whose first chunk's launch is refused is counted as the copy engine's.
 BOOST_AUTO_TEST_CASE(a_staged_chunk_whose_launch_is_refused_goes_through_the_copy_engine,
                      *ferry::testing::only_on_sim()) {
   options.staging_chunk_bytes = 64 << 10;
-  start();
-  const layout shape(15);
-  std::vector<std::uint8_t> source(shape.host_bytes);
-  std::vector<std::uint8_t> back(shape.host_bytes);
-  sim::fail_call("cuLaunchKernel", 3, CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES);  // the third chunk's
-  round_trip<pageable>(shape, source, back, batch_path::kernel);
-  BOOST_TEST(gpu->plan_counts().kernel_block_lists == 1u);  // the poke; the peek found the kernel given up
-  BOOST_TEST(gpu->plan_counts().copy_engine_block_lists == 1u);
-  const std::vector<std::string> seen = failures_seen();
-  BOOST_TEST_REQUIRE(seen.size() == 1u);
-  BOOST_TEST(seen[0].find("the copy kernel (ferry_copy_blocks) could not take a staged chunk of") != std::string::npos,
-             seen[0]);
-  BOOST_TEST(seen[0].find("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES") != std::string::npos, seen[0]);
+  const layout shape(15);  // about 750 KB: a dozen chunks
+  const auto source = random_vector<std::uint8_t>(shape.host_bytes, 1501);
+  for (const unsigned refused : {3u, 1u}) {
+    start();
+    auto area = gpu->allocate<std::uint8_t>(device_slots * slot_bytes);
+    std::vector<block_pair<std::span<const std::uint8_t>, std::uint8_t>> pokes;
+    std::vector<block_pair<std::span<std::uint8_t>, const std::uint8_t>> peeks;
+    std::vector<std::uint8_t> back(shape.host_bytes, 0xA5);
+    for (std::size_t i = 0; i < shape.bytes.size(); ++i) {
+      pokes.push_back({std::span(source).subspan(shape.host_offset[i], shape.bytes[i]),
+                       area.get() + shape.device_offset[i]});
+      peeks.push_back({std::span(back).subspan(shape.host_offset[i], shape.bytes[i]),
+                       device_ptr<const std::uint8_t>(area.get() + shape.device_offset[i])});
+    }
+    // The poke's refused launch on the first engine, the peek's (its first chunk's) on the second.
+    const bool in_peek = refused == 1;
+    if (in_peek) {
+      const outcome poked = run([&](auto handler) { gpu->poke_blocks(pokes, batch_path::kernel, handler); });
+      BOOST_TEST_REQUIRE(!poked.error, poked.error.message());
+    }
+    const auto before = sim::call_counts();
+    sim::fail_call("cuLaunchKernel", refused, CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES);
+    const outcome done = run([&](auto handler) {
+      if (in_peek) {
+        gpu->peek_blocks(peeks, batch_path::kernel, handler);
+      } else {
+        gpu->poke_blocks(pokes, batch_path::kernel, handler);
+      }
+    });
+    const auto after = sim::call_counts();
+    BOOST_TEST(!done.error, done.error.message());
+    BOOST_TEST(done.bytes == shape.host_bytes);
+    BOOST_TEST(after.at("cuLaunchKernel") - before.at("cuLaunchKernel") == refused);  // none after the refusal
+    BOOST_TEST(after.at("cuMemcpyBatchAsync") - (before.contains("cuMemcpyBatchAsync") ? before.at("cuMemcpyBatchAsync")
+                                                                                          : 0u) >= 5u);
+    if (in_peek) {
+      BOOST_TEST(ferry::testing::same_bytes(back, source));
+      BOOST_TEST(gpu->plan_counts().kernel_block_lists == 1u);  // the poke
+      BOOST_TEST(gpu->plan_counts().copy_engine_block_lists == 1u);
+    } else {
+      std::vector<std::uint8_t> expected(device_slots * slot_bytes);
+      const std::vector<std::uint8_t> there = peek_list_array(expected.size(), area.get());
+      for (std::size_t i = 0; i < shape.bytes.size(); ++i) {
+        BOOST_TEST(std::equal(source.begin() + shape.host_offset[i],
+                              source.begin() + shape.host_offset[i] + shape.bytes[i],
+                              there.begin() + shape.device_offset[i]));
+      }
+      BOOST_TEST(gpu->plan_counts().kernel_block_lists == 1u);  // by its first chunk
+    }
+    const std::vector<std::string> seen = failures_seen();
+    BOOST_TEST_REQUIRE(seen.size() == (in_peek ? 2u : 1u));
+    BOOST_TEST(seen.back().find("the copy kernel (ferry_copy_blocks) could not take a staged chunk of") !=
+                   std::string::npos,
+               seen.back());
+    BOOST_TEST(seen.back().find("the rest of its list too") != std::string::npos, seen.back());
+    BOOST_TEST(seen.back().find("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES") != std::string::npos, seen.back());
+  }
 }
 
 // A staged list waits for its stream's turn and its chunks without holding any thread: a poke and a peek
@@ -397,8 +464,11 @@ BOOST_AUTO_TEST_CASE(staged_chunks_split_and_join_blocks_at_every_kind_of_bounda
   }
   std::vector<std::uint8_t> source(shape.host_bytes);
   std::vector<std::uint8_t> back(shape.host_bytes);
-  round_trip<pageable>(shape, source, back);
-  BOOST_TEST(gpu->plan_counts().staged == 2u);
+  round_trip<pageable>(shape, source, back);  // seven blocks: the copy engine
+  BOOST_TEST(gpu->plan_counts().copy_engine_block_lists == 2u);
+  round_trip<pageable>(shape, source, back, batch_path::kernel);
+  BOOST_TEST(gpu->plan_counts().kernel_block_lists == 2u);
+  BOOST_TEST(gpu->plan_counts().staged == 4u);
 }
 
 // Lists pack at their call and may then wait behind a staged transfer on their stream, which waits for a
@@ -593,8 +663,8 @@ BOOST_AUTO_TEST_CASE(bad_blocks_are_refused_naming_the_block_before_anything_mov
   ferry::testing::expect_error<std::invalid_argument>(
       [&] { tiny_chunks.poke_blocks(more_than_a_chunk, batch_path::kernel, asio::use_future); },
       {"engine::poke_blocks: transfer_options::batching is kernel, but the pageable blocks hold 4096 bytes, more "
-       "than a staging chunk of 48 bytes (engine_options::staging_chunk_bytes), and a chunk of fewer than 64 bytes "
-       "cannot carry the kernel's descriptors"});
+       "than a staging chunk of 48 bytes (engine_options::staging_chunk_bytes), and the kernel takes no chunk of "
+       "fewer than 64 bytes (its descriptors take 24 bytes a piece)"});
   BOOST_TEST(gpu->plan_counts().pinned == 0u);  // nothing was started
   BOOST_TEST(tiny_chunks.plan_counts().pinned == 0u);
   BOOST_TEST(tiny_chunks.plan_counts().staged == 0u);
