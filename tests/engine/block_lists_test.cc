@@ -114,6 +114,31 @@ struct block_fixture : ferry::testing::device_fixture {
     return result;
   }
 
+  // The list that pokes block i of `shape` from `source` (host memory of the Host view's kind) to its
+  // device place in `area`, and the list that peeks it back into `back`.
+  template <template <class> class Host>
+  static std::vector<block_pair<Host<const std::uint8_t>, std::uint8_t>> poke_list(const layout& shape,
+                                                                                   const std::uint8_t* source,
+                                                                                   device_ptr<std::uint8_t> area) {
+    std::vector<block_pair<Host<const std::uint8_t>, std::uint8_t>> list;
+    for (std::size_t i = 0; i < shape.bytes.size(); ++i) {
+      list.push_back({host_view<Host<const std::uint8_t>>(source + shape.host_offset[i], shape.bytes[i]),
+                      area + shape.device_offset[i]});
+    }
+    return list;
+  }
+  template <template <class> class Host>
+  static std::vector<block_pair<Host<std::uint8_t>, const std::uint8_t>> peek_list(const layout& shape,
+                                                                                   std::uint8_t* back,
+                                                                                   device_ptr<std::uint8_t> area) {
+    std::vector<block_pair<Host<std::uint8_t>, const std::uint8_t>> list;
+    for (std::size_t i = 0; i < shape.bytes.size(); ++i) {
+      list.push_back({host_view<Host<std::uint8_t>>(back + shape.host_offset[i], shape.bytes[i]),
+                      device_ptr<const std::uint8_t>(area + shape.device_offset[i])});
+    }
+    return list;
+  }
+
   // Pokes the blocks of `source` (host memory laid out by `shape`) to their device slots, checks the
   // device's bytes (every block in place, every other byte untouched), peeks them back into `back` and
   // checks every byte there.
@@ -126,14 +151,8 @@ struct block_fixture : ferry::testing::device_fixture {
     const std::vector<std::uint8_t> before = random_vector<std::uint8_t>(device_slots * slot_bytes, 77);
     poke_list_array(std::span<const std::uint8_t>(before), area.get());
 
-    std::vector<block_pair<Host<const std::uint8_t>, std::uint8_t>> pokes;
-    std::vector<block_pair<Host<std::uint8_t>, const std::uint8_t>> peeks;
-    for (std::size_t i = 0; i < shape.bytes.size(); ++i) {
-      pokes.push_back({host_view<Host<const std::uint8_t>>(source.data() + shape.host_offset[i], shape.bytes[i]),
-                       area.get() + shape.device_offset[i]});
-      peeks.push_back({host_view<Host<std::uint8_t>>(back.data() + shape.host_offset[i], shape.bytes[i]),
-                       device_ptr<const std::uint8_t>(area.get() + shape.device_offset[i])});
-    }
+    const auto pokes = poke_list<Host>(shape, source.data(), area.get());
+    const auto peeks = peek_list<Host>(shape, back.data(), area.get());
     outcome poked = run([&](auto handler) { gpu->poke_blocks(pokes, per_call, handler); });
     BOOST_TEST(!poked.error, poked.error.message());
     BOOST_TEST(poked.bytes == shape.host_bytes);
@@ -308,15 +327,9 @@ BOOST_AUTO_TEST_CASE(a_staged_chunk_whose_launch_is_refused_goes_through_the_cop
   for (const unsigned refused : {3u, 1u}) {
     start();
     auto area = gpu->allocate<std::uint8_t>(device_slots * slot_bytes);
-    std::vector<block_pair<std::span<const std::uint8_t>, std::uint8_t>> pokes;
-    std::vector<block_pair<std::span<std::uint8_t>, const std::uint8_t>> peeks;
     std::vector<std::uint8_t> back(shape.host_bytes, 0xA5);
-    for (std::size_t i = 0; i < shape.bytes.size(); ++i) {
-      pokes.push_back({std::span(source).subspan(shape.host_offset[i], shape.bytes[i]),
-                       area.get() + shape.device_offset[i]});
-      peeks.push_back({std::span(back).subspan(shape.host_offset[i], shape.bytes[i]),
-                       device_ptr<const std::uint8_t>(area.get() + shape.device_offset[i])});
-    }
+    const auto pokes = poke_list<pageable>(shape, source.data(), area.get());
+    const auto peeks = peek_list<pageable>(shape, back.data(), area.get());
     // The poke's refused launch on the first engine, the peek's (its first chunk's) on the second.
     const bool in_peek = refused == 1;
     if (in_peek) {
@@ -376,14 +389,8 @@ BOOST_AUTO_TEST_CASE(a_staged_list_on_a_held_stream_returns_from_its_call_at_onc
   poke_list_array(std::span<const std::uint8_t>(before), area.get());
   const auto source = random_vector<std::uint8_t>(shape.host_bytes, 1102);
   std::vector<std::uint8_t> back(shape.host_bytes, 0xA5);
-  std::vector<block_pair<std::span<const std::uint8_t>, std::uint8_t>> pokes;
-  std::vector<block_pair<std::span<std::uint8_t>, const std::uint8_t>> peeks;
-  for (std::size_t i = 0; i < shape.bytes.size(); ++i) {
-    pokes.push_back({std::span(source).subspan(shape.host_offset[i], shape.bytes[i]),
-                     area.get() + shape.device_offset[i]});
-    peeks.push_back({std::span(back).subspan(shape.host_offset[i], shape.bytes[i]),
-                     device_ptr<const std::uint8_t>(area.get() + shape.device_offset[i])});
-  }
+  const auto pokes = poke_list<pageable>(shape, source.data(), area.get());
+  const auto peeks = peek_list<pageable>(shape, back.data(), area.get());
   outcome poked, peeked;
   {
     ferry::testing::stream_gate gate(held);
@@ -420,11 +427,7 @@ BOOST_AUTO_TEST_CASE(a_staged_list_whose_chunk_is_refused_fails_its_op, *ferry::
   const layout shape(12);
   auto area = gpu->allocate<std::uint8_t>(device_slots * slot_bytes);
   const auto source = random_vector<std::uint8_t>(shape.host_bytes, 1201);
-  std::vector<block_pair<std::span<const std::uint8_t>, std::uint8_t>> pokes;
-  for (std::size_t i = 0; i < shape.bytes.size(); ++i) {
-    pokes.push_back({std::span(source).subspan(shape.host_offset[i], shape.bytes[i]),
-                     area.get() + shape.device_offset[i]});
-  }
+  const auto pokes = poke_list<pageable>(shape, source.data(), area.get());
   sim::fail_call("cuMemcpyBatchAsync", 2, CUDA_ERROR_NOT_SUPPORTED);
   sim::fail_call("cuMemcpyHtoDAsync", 1, CUDA_ERROR_INVALID_VALUE);
   outcome failed = run([&](auto handler) { gpu->poke_blocks(pokes, batch_path::copy_engine, handler); });
