@@ -6,9 +6,11 @@
 // packs 4 KiB blocks into one staging chunk and stages the 64 MiB of 64 KiB blocks chunk by chunk).
 // Rows: many_small_{4KiB,64KiB}_{pinned,pageable}_{h2d,d2h} (the engine's automatic choice of path),
 // many_small_4KiB_pinned_h2d_copy_engine and many_small_64KiB_pageable_{h2d,d2h}_copy_engine (the lists
-// forced onto cuMemcpyBatchAsync), and
+// forced onto cuMemcpyBatchAsync),
 // many_small_4KiB_pageable_{h2d,d2h}_staged[_copy_engine] (the 4 KiB pageable lists staged through
-// chunks of 1 MiB, by the engine's choice or forced onto the copy engine).
+// chunks of 1 MiB, by the engine's choice or forced onto the copy engine), and
+// list_{8x8MiB,64x1MiB,256x256KiB}_pinned_{h2d,d2h}[_kernel,_copy_engine] (page-locked lists of a few
+// large blocks).
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 
@@ -24,6 +26,7 @@
 #include <string>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "bench/harness/comparison.hpp"
@@ -38,8 +41,6 @@ using namespace ferry;
 
 namespace {
 
-constexpr std::size_t blocks = 1024;
-
 using bench::check;
 
 // Host memory of one kind, as the block list's host views name it.
@@ -48,11 +49,12 @@ using pinned_view = pinned_span<T>;
 template <class T>
 using pageable_view = std::span<T>;
 
-// One size of block: the host buffers (page-locked and pageable), the device area, where block i lives
-// on the device (a random permutation of the slots), the expected bytes.
+// One shape of list (`blocks` blocks of `block_bytes`): the host buffers (page-locked and pageable), the
+// device area, where block i lives on the device (a random permutation of the slots), the expected bytes.
 struct block_setup {
-  explicit block_setup(std::size_t block_bytes)
-      : block_bytes(block_bytes),
+  explicit block_setup(std::size_t block_bytes, std::size_t blocks = 1024)
+      : blocks(blocks),
+        block_bytes(block_bytes),
         pinned_source(pinned_buffer<std::uint8_t>::allocate(blocks * block_bytes)),
         pinned_back(pinned_buffer<std::uint8_t>::allocate(blocks * block_bytes)),
         pageable_source(blocks * block_bytes),
@@ -93,6 +95,7 @@ struct block_setup {
   }
 
   const detail::driver_table& raw = detail::driver();
+  std::size_t blocks;
   std::size_t block_bytes;
   pinned_buffer<std::uint8_t> pinned_source;
   pinned_buffer<std::uint8_t> pinned_back;
@@ -121,7 +124,7 @@ bench::comparison_spec list_case(block_setup& s, engine& gpu, std::string name, 
   using peek_block = block_pair<View<std::uint8_t>, const std::uint8_t>;
   auto pokes = std::make_shared<std::vector<poke_block>>();
   auto peeks_list = std::make_shared<std::vector<peek_block>>();
-  for (std::size_t i = 0; i < blocks; ++i) {
+  for (std::size_t i = 0; i < s.blocks; ++i) {
     const CUdeviceptr place = s.device_place(i);
     pokes->push_back({view_of<View>(static_cast<const std::uint8_t*>(source + i * s.block_bytes), s.block_bytes),
                       device_ptr<std::uint8_t>(place)});
@@ -146,7 +149,7 @@ bench::comparison_spec list_case(block_setup& s, engine& gpu, std::string name, 
     if (failure) throw boost::system::system_error(failure);
   };
   auto raw_run = [&s, peeks, source, back] {
-    for (std::size_t i = 0; i < blocks; ++i) {
+    for (std::size_t i = 0; i < s.blocks; ++i) {
       const CUresult status =
           peeks ? s.raw.cuMemcpyDtoHAsync(back + i * s.block_bytes, s.device_place(i), s.block_bytes, s.raw_stream.get())
                 : s.raw.cuMemcpyHtoDAsync(s.device_place(i), source + i * s.block_bytes, s.block_bytes,
@@ -162,7 +165,7 @@ bench::comparison_spec list_case(block_setup& s, engine& gpu, std::string name, 
       s.verify_device();
     }
   };
-  return {std::move(name), blocks * s.block_bytes, 1, 2, 9, ferry_run, raw_run, verify};
+  return {std::move(name), s.blocks * s.block_bytes, 1, 2, 9, ferry_run, raw_run, verify};
 }
 
 // Where a list's time goes: the initiating call (checks, descriptors, enqueue), the GPU's time for the
@@ -173,7 +176,7 @@ bench::comparison_spec list_case(block_setup& s, engine& gpu, std::string name, 
 void print_where_the_time_goes(block_setup& s, engine& gpu, bool peeks, std::chrono::microseconds idle) {
   std::vector<block_pair<pinned_span<const std::uint8_t>, std::uint8_t>> pokes;
   std::vector<block_pair<pinned_span<std::uint8_t>, const std::uint8_t>> peeks_list;
-  for (std::size_t i = 0; i < blocks; ++i) {
+  for (std::size_t i = 0; i < s.blocks; ++i) {
     pokes.push_back({view_of<pinned_view>(static_cast<const std::uint8_t*>(s.pinned_source.data() + i * s.block_bytes),
                                           s.block_bytes),
                      device_ptr<std::uint8_t>(s.device_place(i))});
@@ -222,7 +225,7 @@ void print_where_the_time_goes(block_setup& s, engine& gpu, bool peeks, std::chr
   }
   s.raw.cuEventDestroy(before);
   s.raw.cuEventDestroy(after);
-  std::cerr << "block_lists: " << (peeks ? "peek" : "poke") << " of " << blocks << " blocks of " << s.block_bytes
+  std::cerr << "block_lists: " << (peeks ? "peek" : "poke") << " of " << s.blocks << " blocks of " << s.block_bytes
             << " bytes, " << idle.count() << " us idle before each (mean of " << rounds << "): initiating call "
             << initiating / rounds << " us, on the GPU " << gpu_time / rounds << " us, handler ran at "
             << handler / rounds << " us, seen at " << whole / rounds << " us\n";
@@ -317,6 +320,50 @@ std::vector<bench::result> staged_small_blocks(int&) {
   return rows;
 }
 
+// Page-locked lists of a few large blocks (8 of 8 MiB, 64 of 1 MiB, 256 of 256 KiB: 64 MiB each way), by
+// the engine's automatic choice, forced onto the kernel (one block of threads per listed block) and forced
+// onto cuMemcpyBatchAsync.
+std::vector<bench::result> large_pinned_blocks(int&) {
+  asio::io_context io(1);
+  auto guard = asio::make_work_guard(io);
+  std::thread runner([&io] { io.run(); });
+  engine gpu{io.get_executor()};
+  std::vector<bench::result> rows;
+  for (const auto& [count, kibibytes] : {std::pair<std::size_t, std::size_t>{8, 8192}, {64, 1024}, {256, 256}}) {
+    block_setup s(kibibytes << 10, count);
+    const std::string size = kibibytes % 1024 == 0 ? std::to_string(kibibytes / 1024) + "MiB"
+                                                   : std::to_string(kibibytes) + "KiB";
+    const std::string shape = "list_" + std::to_string(count) + "x" + size + "_pinned_";
+    for (bench::result& row : bench::compare_all({
+             list_case<pinned_view>(s, gpu, shape + "h2d", false, s.pinned_source.data(), nullptr, {}),
+             list_case<pinned_view>(s, gpu, shape + "h2d_kernel", false, s.pinned_source.data(), nullptr,
+                                    batch_path::kernel),
+             list_case<pinned_view>(s, gpu, shape + "h2d_copy_engine", false, s.pinned_source.data(), nullptr,
+                                    batch_path::copy_engine),
+         })) {
+      rows.push_back(std::move(row));
+    }
+    s.fill_device();
+    std::memset(s.pinned_back.data(), 0xA5, s.pinned_back.size());
+    for (bench::result& row : bench::compare_all({
+             list_case<pinned_view>(s, gpu, shape + "d2h", true, nullptr, s.pinned_back.data(), {}),
+             list_case<pinned_view>(s, gpu, shape + "d2h_kernel", true, nullptr, s.pinned_back.data(),
+                                    batch_path::kernel),
+             list_case<pinned_view>(s, gpu, shape + "d2h_copy_engine", true, nullptr, s.pinned_back.data(),
+                                    batch_path::copy_engine),
+         })) {
+      rows.push_back(std::move(row));
+    }
+  }
+  const plan_counts counted = gpu.plan_counts();
+  std::cerr << "block_lists (large pinned blocks): " << counted.kernel_block_lists << " lists by kernel, "
+            << counted.copy_engine_block_lists << " by copy engine\n";
+  guard.reset();
+  io.stop();
+  runner.join();
+  return rows;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -324,8 +371,8 @@ int main(int argc, char** argv) try {
   const std::string device_name = program.on.gpu.name();
   std::cerr << "ferry block_lists on the " << program.backend << " backend: " << device_name << "\n";
   int unused = 0;
-  program.report(bench::run_groups(unused, {small_blocks, large_blocks, staged_small_blocks}), "blocks",
-                 device_name);
+  program.report(bench::run_groups(unused, {small_blocks, large_blocks, staged_small_blocks, large_pinned_blocks}),
+                 "blocks", device_name);
   return 0;
 } catch (const std::exception& error) {
   std::cerr << "block_lists: " << error.what() << "\n";

@@ -113,6 +113,16 @@ BLOCKS_LABELS = {
                                            "a launch per chunk",
     "many_small_4KiB_pageable_d2h_staged_copy_engine": "the same, a cuMemcpyBatchAsync per chunk",
 }
+for _count, _size in ((8, "8 MiB"), (64, "1 MiB"), (256, "256 KiB")):
+    _shape = f"list_{_count}x{_size.replace(' ', '')}_pinned"
+    BLOCKS_LABELS.update({
+        f"{_shape}_h2d": f"{_count} page-locked {_size} blocks: one poke_blocks (automatic path)",
+        f"{_shape}_h2d_kernel": "the same list forced onto the kernel (a block of threads per listed block)",
+        f"{_shape}_h2d_copy_engine": "the same list forced onto cuMemcpyBatchAsync",
+        f"{_shape}_d2h": f"{_count} {_size} blocks into page-locked memory: one peek_blocks (automatic path)",
+        f"{_shape}_d2h_kernel": "the same list forced onto the kernel",
+        f"{_shape}_d2h_copy_engine": "the same list forced onto cuMemcpyBatchAsync",
+    })
 
 KERNEL_PATH_LABELS = {
     "kernel_path_compute_slowdown": "an FMA-bound kernel filling every SM, with batches by the gather kernel beside it",
