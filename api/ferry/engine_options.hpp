@@ -43,7 +43,7 @@ std::string_view to_string(transfer_plan plan) noexcept;
 
 // How a batch of small copies moves (engine_options::batching, transfer_options::batching).
 enum class batch_path {
-  automatic,    // the kernel for batches of at least engine_options::batch_kernel_min_copies, else the copy engine
+  automatic,    // the kernel for batches of many small copies (engine_options::batching), else the copy engine
   copy_engine,  // one cuMemcpyBatchAsync: the copy engines move the blocks, no SM is taken
   // One launch of a gather/scatter kernel that reads and writes the page-locked host memory directly
   // (mapped, through unified addressing): far less per copy than a copy engine's descriptor, but the
@@ -200,16 +200,20 @@ struct engine_options {
   std::chrono::microseconds batch_window{20};
   std::size_t batch_max_bytes = std::size_t{64} << 10;
   std::size_t batch_most_copies = 256;  // at most batch_most_copies_limit
-  // How batches move. automatic takes the kernel for batches of at least batch_kernel_min_copies copies,
-  // where one launch costs less than the copy engine's per-copy descriptors, and the copy engine for
-  // smaller ones. The kernel needs a device that reaches page-locked host memory at its host address
-  // (unified addressing and CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM); elsewhere
-  // every batch takes the copy engine, and an engine asked for batch_path::kernel refuses to start
-  // (invalid_argument). A launch the driver refuses sends its batch through the copy engine and is
+  // How batches move. automatic takes the kernel for batches of at least batch_kernel_min_copies copies
+  // that average at most batch_kernel_max_mean_bytes, where one launch costs less than the copy engine's
+  // per-copy descriptors, and the copy engine for the others: a few copies, or large ones, which the copy
+  // engine moves at the link's speed without taking SMs (the kernel gives each copy one block of threads).
+  // The same rule picks the way of a block list (engine::poke_blocks), and of each chunk of one that is
+  // staged (its pieces in the chunk). The kernel needs a device that reaches page-locked host memory at
+  // its host address (unified addressing and CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM);
+  // elsewhere every batch takes the copy engine, and an engine asked for batch_path::kernel refuses to
+  // start (invalid_argument). A launch the driver refuses sends its batch through the copy engine and is
   // reported to on_failure; after a refusal that is not the context's failure (the kernels cannot be
   // loaded) the engine stops trying the kernel.
   batch_path batching = batch_path::automatic;
   std::size_t batch_kernel_min_copies = 8;
+  std::size_t batch_kernel_max_mean_bytes = std::size_t{256} << 10;  // zero: automatic never takes the kernel
   // The resident copier. With resident_copies on, a small copy between page-locked host memory and
   // device memory of the engine's context (at most resident_max_bytes) given no stream and not batched
   // is posted to a block of a copy kernel that stays on the GPU (transfer_plan::resident): the

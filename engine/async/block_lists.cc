@@ -77,8 +77,8 @@ struct block_lists::list final : chunk_stager {
   }
 
   // Staged chunk by chunk (a list no chunk packed at its call). A list that chose the kernel moves a chunk
-  // by one launch where the chunk holds at least the engine's threshold of pieces (or the caller forced
-  // the kernel), the chunk carrying its pieces' descriptors right after their bytes (at the next 8-byte
+  // by one launch where the chunk's pieces suit the kernel by the engine's rule (or the caller forced the
+  // kernel), the chunk carrying its pieces' descriptors right after their bytes (at the next 8-byte
   // boundary), so that a chunk in flight holds nothing else of the engine's; otherwise by the copy engine,
   // the chunk all bytes (a chunk of a few large pieces: a launch would give each piece one block of threads).
   std::size_t chunk_length(std::size_t offset, std::size_t chunk_bytes) override {
@@ -103,7 +103,7 @@ struct block_lists::list final : chunk_stager {
       ++i;
       skip = 0;
     }
-    if (!kernel_forced && pieces < owner.settings_.kernel_min_blocks) return std::min(chunk_bytes, left);
+    if (!kernel_forced && !owner.settings_.automatic.suits(pieces, length)) return std::min(chunk_bytes, left);
     // Where the list goes on, the next chunk begins at a multiple of 16 bytes of the list, as its bytes
     // would lie in one packed chunk: the kernel's accesses are as wide as a piece's two ends allow.
     const std::size_t past_alignment = (offset + length) % copy_alignment;
@@ -204,8 +204,8 @@ block_lists::block_lists(const driver_table& driver, settings chosen, staging_po
       kernel_usable_(chosen.kernel_usable),
       slabs_(driver, descriptor_words * blocks_per_launch) {}
 
-batch_path block_lists::choose_path(std::string_view operation, batch_path path, const list& blocks,
-                                    std::optional<std::size_t> foreign_device_block) const {
+batch_path block_lists::choose_path(std::string_view operation, batch_path path, std::size_t count,
+                                    std::size_t bytes, std::optional<std::size_t> foreign_device_block) const {
   if (path != batch_path::automatic && path != batch_path::copy_engine && path != batch_path::kernel) {
     throw_invalid_argument(operation, "transfer_options::batching " + std::to_string(static_cast<int>(path)) +
                                           " is not a batch_path");
@@ -229,7 +229,7 @@ batch_path block_lists::choose_path(std::string_view operation, batch_path path,
     return batch_path::copy_engine;
   }
   if (path == batch_path::copy_engine || !usable) return batch_path::copy_engine;
-  if (path == batch_path::automatic && blocks.blocks.size() < settings_.kernel_min_blocks) return batch_path::copy_engine;
+  if (path == batch_path::automatic && !settings_.automatic.suits(count, bytes)) return batch_path::copy_engine;
   return batch_path::kernel;
 }
 
@@ -251,7 +251,8 @@ prepared_transfer block_lists::prepare(std::string_view operation, bool to_devic
   // copied).
   std::erase_if(checked.blocks, [](const checked_block& b) { return b.bytes == 0; });
   blocks.blocks = std::move(checked.blocks);
-  batch_path chosen = choose_path(operation, path, blocks, checked.foreign_device_block);
+  batch_path chosen =
+      choose_path(operation, path, blocks.blocks.size(), checked.bytes, checked.foreign_device_block);
   bool staged = false;
   if (host_kind == memory_kind::pageable_host && !blocks.blocks.empty()) {
     // Packed into one staging chunk where they fit and one is free (never the pool's last, which a staged

@@ -6,8 +6,8 @@
 // call, a peek's copied out once the GPU is done, before the caller hears. Pageable blocks that one chunk
 // cannot hold, or that find no chunk free at the call, are staged as a pageable transfer is, chunk by
 // chunk (leased when the list's turn comes, never waiting on a thread), each chunk's pieces moved by one
-// launch (their descriptors in the chunk, after their bytes) where the list chose the kernel and the chunk
-// holds enough pieces, otherwise by one cuMemcpyBatchAsync.
+// launch (their descriptors in the chunk, after their bytes) where the list chose the kernel and the chunk's
+// pieces suit it (as many and as small as the engine's rule asks), otherwise by one cuMemcpyBatchAsync.
 #pragma once
 
 #include <atomic>
@@ -20,6 +20,7 @@
 
 #include "engine/async/chunk_stager.hpp"
 #include "engine/async/descriptor_slabs.hpp"
+#include "engine/async/kernel_choice.hpp"
 #include "engine/async/staging_pool.hpp"
 #include "engine/driver/driver_table.hpp"
 #include "ferry/detail/engine_core.hpp"
@@ -34,7 +35,7 @@ class block_lists {
   struct settings {
     int ordinal;                    // the device, for the copy engine's location hints
     bool kernel_usable;             // the device reaches page-locked host memory at its host address
-    std::size_t kernel_min_blocks;  // batch_path::automatic takes the kernel from this many blocks on
+    kernel_choice automatic;        // where batch_path::automatic takes the kernel
   };
 
   // Copies host memory (packing and unpacking pageable blocks): the engine's copy threads share large runs.
@@ -67,9 +68,9 @@ class block_lists {
  private:
   struct list;  // one vectored transfer's blocks, slabs and staging, kept until the GPU is done
 
-  // `foreign_device_block`: the first block in memory of another device (plan_blocks), which only the
-  // copy engine reaches.
-  batch_path choose_path(std::string_view operation, batch_path path, const list& blocks,
+  // The way of a list of `count` blocks (none empty) of `bytes` in all. `foreign_device_block`: the first
+  // block in memory of another device (plan_blocks), which only the copy engine reaches.
+  batch_path choose_path(std::string_view operation, batch_path path, std::size_t count, std::size_t bytes,
                          std::optional<std::size_t> foreign_device_block) const;
   CUresult enqueue(list& blocks, CUstream stream);
   // Falls back to the copy engine (and says so in blocks.path) when the driver refuses the first launch.

@@ -213,9 +213,11 @@ void copy_batcher::submit(std::vector<copy> batch) {
 
 std::size_t copy_batcher::kernel_share(std::vector<copy>& live) const {
   if (!kernel_usable_.load(std::memory_order_relaxed)) return 0;
+  std::size_t bytes = 0;
+  for (const copy& item : live) bytes += item.bytes;
   const bool automatic_takes_kernel =
       settings_.path == batch_path::kernel ||
-      (settings_.path == batch_path::automatic && live.size() >= settings_.kernel_min_copies);
+      (settings_.path == batch_path::automatic && settings_.automatic.suits(live.size(), bytes));
   const auto end = std::stable_partition(live.begin(), live.end(), [&](const copy& item) {
     return item.kernel_reaches &&
            (item.path == batch_path::kernel || (item.path == batch_path::automatic && automatic_takes_kernel));

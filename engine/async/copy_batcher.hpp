@@ -22,6 +22,7 @@
 
 #include "engine/async/completion_bridge.hpp"
 #include "engine/async/descriptor_slabs.hpp"
+#include "engine/async/kernel_choice.hpp"
 #include "engine/driver/driver_table.hpp"
 #include "engine/transfer/plans.hpp"
 #include "ferry/detail/engine_core.hpp"
@@ -55,7 +56,7 @@ class copy_batcher {
     std::chrono::microseconds window;
     std::size_t most_copies;
     batch_path path;  // engine_options::batching
-    std::size_t kernel_min_copies;
+    kernel_choice automatic;  // where batch_path::automatic takes the kernel
     bool kernel_usable;  // the device reaches page-locked host memory at its host address
   };
 

@@ -184,15 +184,16 @@ engine_core::impl::impl(const engine_options& opts)
   exit_ticket = stop_at_exit([this] { stop_for_exit(); });
   watch_main_thread_exit();
   const bool kernel_usable = kernel_reaches_host_memory(driver, device);
+  const kernel_choice automatic{options.batch_kernel_min_copies, options.batch_kernel_max_mean_bytes};
   blocks = std::make_unique<block_lists>(
-      driver, block_lists::settings{ordinal, kernel_usable, options.batch_kernel_min_copies}, *staging,
+      driver, block_lists::settings{ordinal, kernel_usable, automatic}, *staging,
       [this](std::byte* destination, const std::byte* source, std::size_t bytes) {
         parallel_copy(destination, source, bytes);
       },
       options.on_failure);
   if (options.batch_window.count() > 0) {
     const copy_batcher::settings batching{options.batch_window, options.batch_most_copies, options.batching,
-                                          options.batch_kernel_min_copies, kernel_usable};
+                                          automatic, kernel_usable};
     batcher = std::make_unique<copy_batcher>(
         driver, context, ordinal, *bridge, [this] { return pool.next_in_turn(); },
         batching, [this](copy_batcher::copy& item, CUresult result) { batched_copy_done(item, result); },

@@ -147,6 +147,22 @@ BOOST_AUTO_TEST_CASE(small_automatic_batches_take_the_copy_engine) {
   BOOST_TEST(gpu->plan_counts().copy_engine_batches >= 3u);
 }
 
+// Copies of 4000 bytes average more than a mean of 2 KiB: automatic batches take the copy engine, however
+// many copies they hold; a mean of 4000 bytes lets them take the kernel.
+BOOST_AUTO_TEST_CASE(automatic_batches_of_copies_larger_than_the_engines_mean_take_the_copy_engine) {
+  options.batch_kernel_max_mean_bytes = 2048;
+  start(batch_path::automatic, 4);
+  pinned_buffer<std::uint32_t> source = pinned_words();
+  pinned_buffer<std::uint32_t> back = pinned_words();
+  round_trip(source.data(), back.data(), 1106);
+  BOOST_TEST(gpu->plan_counts().kernel_batches == 0u);
+  BOOST_TEST(gpu->plan_counts().copy_engine_batches >= 3u);
+  options.batch_kernel_max_mean_bytes = words * 4;
+  start(batch_path::automatic, 4);
+  round_trip(source.data(), back.data(), 1107);
+  BOOST_TEST(gpu->plan_counts().kernel_batches >= 3u);
+}
+
 BOOST_AUTO_TEST_CASE(a_batch_path_chosen_per_call_overrides_the_engines) {
   start(batch_path::copy_engine);
   pinned_buffer<std::uint32_t> source = pinned_words();

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <future>
 #include <limits>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -244,6 +245,24 @@ BOOST_AUTO_TEST_CASE(automatic_lists_take_the_kernel_from_the_engines_threshold_
   BOOST_TEST(gpu->plan_counts().kernel_block_lists == 2u);
 }
 
+// However many they are, blocks that average more than the engine's mean go through the copy engine,
+// which moves large blocks at the link's speed without SMs; at or below it they take the kernel.
+BOOST_AUTO_TEST_CASE(automatic_lists_of_blocks_larger_than_the_engines_mean_take_the_copy_engine) {
+  options.batch_kernel_min_copies = 8;
+  options.batch_kernel_max_mean_bytes = 16 << 10;
+  start();
+  const layout large = grid_layout(17, 40, 20000, 40000, 8);
+  auto source = pinned_buffer<std::uint8_t>::allocate(large.host_bytes);
+  auto back = pinned_buffer<std::uint8_t>::allocate(large.host_bytes);
+  round_trip<pinned_span>(large, source.span(), back.span());
+  BOOST_TEST(gpu->plan_counts().copy_engine_block_lists == 2u);
+  BOOST_TEST(gpu->plan_counts().kernel_block_lists == 0u);
+  const layout at_the_mean = grid_layout(18, 40, 16 << 10, 40000, 8);
+  round_trip<pinned_span>(at_the_mean, source.span(), back.span());
+  BOOST_TEST(gpu->plan_counts().kernel_block_lists == 2u);
+  BOOST_TEST(failures_seen().empty());
+}
+
 BOOST_AUTO_TEST_CASE(pageable_blocks_are_packed_through_a_staging_chunk_for_the_kernel) {
   start();
   const layout shape(5);
@@ -313,6 +332,38 @@ BOOST_AUTO_TEST_CASE(staged_chunks_of_few_pieces_go_through_the_copy_engine, *fe
   BOOST_TEST(gpu->plan_counts().kernel_block_lists == 0u);
   BOOST_TEST(gpu->plan_counts().staged == 2u);
   BOOST_TEST(after.at("cuLaunchKernel") == (before.contains("cuLaunchKernel") ? before.at("cuLaunchKernel") : 0u));
+  BOOST_TEST(failures_seen().empty());
+}
+
+// The rule applies chunk by chunk: a list of small blocks then large ones (their mean within the engine's)
+// takes the kernel for its first chunk, 50 pieces of about 1.3 KB, and the copy engine for the four
+// after it, of 16000-byte pieces.
+BOOST_AUTO_TEST_CASE(staged_chunks_of_pieces_larger_than_the_engines_mean_go_through_the_copy_engine,
+                     *ferry::testing::only_on_sim()) {
+  options.staging_chunk_bytes = 64 << 10;
+  options.batch_kernel_min_copies = 2;
+  options.batch_kernel_max_mean_bytes = 8 << 10;
+  start();
+  layout shape(19, 0);
+  for (std::size_t i = 0; i < 64; ++i) {
+    const std::size_t size = i < 48 ? 1000 : 16000;
+    shape.host_offset.push_back(shape.host_bytes);
+    shape.device_offset.push_back(device_slots * slot_bytes - shape.host_bytes - size - 8 * i);  // reversed
+    shape.bytes.push_back(size);
+    shape.host_bytes += size;
+  }
+  std::vector<std::uint8_t> source(shape.host_bytes);
+  std::vector<std::uint8_t> back(shape.host_bytes);
+  auto count = [](const std::map<std::string, std::size_t>& calls, const std::string& name) {
+    return calls.contains(name) ? calls.at(name) : std::size_t{0};
+  };
+  const auto before = sim::call_counts();
+  round_trip<pageable>(shape, source, back);
+  const auto after = sim::call_counts();
+  BOOST_TEST(count(after, "cuLaunchKernel") - count(before, "cuLaunchKernel") == 2u);  // a chunk each way
+  BOOST_TEST(count(after, "cuMemcpyBatchAsync") - count(before, "cuMemcpyBatchAsync") == 8u);
+  BOOST_TEST(gpu->plan_counts().kernel_block_lists == 2u);  // counted by the first chunk
+  BOOST_TEST(gpu->plan_counts().staged == 2u);
   BOOST_TEST(failures_seen().empty());
 }
 
