@@ -213,7 +213,7 @@ struct engine_options {
   // loaded) the engine stops trying the kernel.
   batch_path batching = batch_path::automatic;
   std::size_t batch_kernel_min_copies = 8;
-  std::size_t batch_kernel_max_mean_bytes = std::size_t{256} << 10;  // zero: automatic never takes the kernel
+  std::size_t batch_kernel_max_mean_bytes = std::size_t{64} << 10;  // zero: automatic never takes the kernel
   // The resident copier. With resident_copies on, a small copy between page-locked host memory and
   // device memory of the engine's context (at most resident_max_bytes) given no stream and not batched
   // is posted to a block of a copy kernel that stays on the GPU (transfer_plan::resident): the
