@@ -5,8 +5,8 @@
 // memory; pageable rows ordinary heap memory on both sides (the driver stages those copies itself; ferry
 // packs 4 KiB blocks into one staging chunk and stages the 64 MiB of 64 KiB blocks chunk by chunk).
 // Rows: many_small_{4KiB,64KiB}_{pinned,pageable}_{h2d,d2h} (the engine's automatic choice of path),
-// many_small_4KiB_pinned_h2d_copy_engine and many_small_64KiB_pageable_{h2d,d2h}_copy_engine (the lists
-// forced onto cuMemcpyBatchAsync),
+// many_small_{4KiB,64KiB}_pinned_{h2d,d2h}_copy_engine and many_small_64KiB_pageable_{h2d,d2h}_copy_engine
+// (the lists forced onto cuMemcpyBatchAsync),
 // many_small_4KiB_pageable_{h2d,d2h}_staged[_copy_engine] (the 4 KiB pageable lists staged through
 // chunks of 1 MiB, by the engine's choice or forced onto the copy engine), and
 // list_{8x8MiB,64x1MiB,256x256KiB}_pinned_{h2d,d2h}[_kernel,_copy_engine] (page-locked lists of a few
@@ -231,8 +231,8 @@ void print_where_the_time_goes(block_setup& s, engine& gpu, bool peeks, std::chr
             << handler / rounds << " us, seen at " << whole / rounds << " us\n";
 }
 
-// Every row for the size, and beside them the lists forced onto cuMemcpyBatchAsync: the pinned poke's for
-// 4 KiB blocks, the staged pageable ones' for 64 KiB blocks.
+// Every row for the size, and beside them the lists forced onto cuMemcpyBatchAsync: the pinned ones', and
+// the staged pageable ones' for 64 KiB blocks.
 std::vector<bench::result> lists_of(std::size_t block_bytes) {
   const bool small = block_bytes == 4096;
   asio::io_context io(1);
@@ -243,10 +243,8 @@ std::vector<bench::result> lists_of(std::size_t block_bytes) {
   const std::string size = block_bytes == 4096 ? "4KiB" : "64KiB";
   std::vector<bench::comparison_spec> pokes{list_case<pinned_view>(s, gpu, "many_small_" + size + "_pinned_h2d", false,
                                                                    s.pinned_source.data(), nullptr, {})};
-  if (small) {
-    pokes.push_back(list_case<pinned_view>(s, gpu, "many_small_" + size + "_pinned_h2d_copy_engine", false,
-                                           s.pinned_source.data(), nullptr, batch_path::copy_engine));
-  }
+  pokes.push_back(list_case<pinned_view>(s, gpu, "many_small_" + size + "_pinned_h2d_copy_engine", false,
+                                         s.pinned_source.data(), nullptr, batch_path::copy_engine));
   // 1024 pageable 64 KiB blocks (64 MiB) are more than a staging chunk packs: staged chunk by chunk.
   pokes.push_back(list_case<pageable_view>(s, gpu, "many_small_" + size + "_pageable_h2d", false,
                                            s.pageable_source.data(), nullptr, {}));
@@ -260,6 +258,8 @@ std::vector<bench::result> lists_of(std::size_t block_bytes) {
   std::memset(s.pageable_back.data(), 0xA5, s.pageable_back.size());
   std::vector<bench::comparison_spec> peeks{
       list_case<pinned_view>(s, gpu, "many_small_" + size + "_pinned_d2h", true, nullptr, s.pinned_back.data(), {}),
+      list_case<pinned_view>(s, gpu, "many_small_" + size + "_pinned_d2h_copy_engine", true, nullptr,
+                             s.pinned_back.data(), batch_path::copy_engine),
       list_case<pageable_view>(s, gpu, "many_small_" + size + "_pageable_d2h", true, nullptr, s.pageable_back.data(),
                                {})};
   if (!small) {

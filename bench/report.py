@@ -97,6 +97,9 @@ BLOCKS_LABELS = {
     "many_small_4KiB_pinned_h2d": "1024 page-locked 4 KiB blocks to random device places: one poke_blocks (automatic path) "
                                   "against a cuMemcpyHtoDAsync per block",
     "many_small_4KiB_pinned_h2d_copy_engine": "the same list forced onto cuMemcpyBatchAsync",
+    "many_small_4KiB_pinned_d2h_copy_engine": "the same list forced onto cuMemcpyBatchAsync",
+    "many_small_64KiB_pinned_h2d_copy_engine": "the same list forced onto cuMemcpyBatchAsync",
+    "many_small_64KiB_pinned_d2h_copy_engine": "the same list forced onto cuMemcpyBatchAsync",
     "many_small_4KiB_pageable_h2d": "1024 pageable 4 KiB blocks: one poke_blocks (packed through a staging chunk)",
     "many_small_4KiB_pinned_d2h": "1024 4 KiB blocks into page-locked memory: one peek_blocks",
     "many_small_4KiB_pageable_d2h": "1024 4 KiB blocks into pageable memory: one peek_blocks",
