@@ -204,13 +204,14 @@ struct engine_options {
   // that average at most batch_kernel_max_mean_bytes, where one launch costs less than the copy engine's
   // per-copy descriptors, and the copy engine for the others: a few copies, or large ones, which the copy
   // engine moves at the link's speed without taking SMs (the kernel gives each copy one block of threads).
-  // The same rule picks the way of a block list (engine::poke_blocks), and of each chunk of one that is
-  // staged (its pieces in the chunk). The kernel needs a device that reaches page-locked host memory at
-  // its host address (unified addressing and CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM);
-  // elsewhere every batch takes the copy engine, and an engine asked for batch_path::kernel refuses to
-  // start (invalid_argument). A launch the driver refuses sends its batch through the copy engine and is
-  // reported to on_failure; after a refusal that is not the context's failure (the kernels cannot be
-  // loaded) the engine stops trying the kernel.
+  // A batched copy is at most batch_max_bytes, so the bound only matters for batches where that is raised
+  // above it. The same rule picks the way of a block list (engine::poke_blocks), and of each chunk of one
+  // that is staged (the chunk's pieces: small blocks beside a large one still take the kernel). The
+  // kernel needs a device that reaches page-locked host memory at its host address (unified addressing
+  // and CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM); elsewhere every batch takes the copy
+  // engine, and an engine asked for batch_path::kernel refuses to start (invalid_argument). A launch the
+  // driver refuses sends its batch through the copy engine and is reported to on_failure; after a refusal
+  // that is not the context's failure (the kernels cannot be loaded) the engine stops trying the kernel.
   batch_path batching = batch_path::automatic;
   std::size_t batch_kernel_min_copies = 8;
   std::size_t batch_kernel_max_mean_bytes = std::size_t{64} << 10;  // zero: automatic never takes the kernel

@@ -80,7 +80,8 @@ struct block_lists::list final : chunk_stager {
   // by one launch where the chunk's pieces suit the kernel by the engine's rule (or the caller forced the
   // kernel), the chunk carrying its pieces' descriptors right after their bytes (at the next 8-byte
   // boundary), so that a chunk in flight holds nothing else of the engine's; otherwise by the copy engine,
-  // the chunk all bytes (a chunk of a few large pieces: a launch would give each piece one block of threads).
+  // the chunk all bytes (a chunk of a few pieces, or of large ones: a launch gives each piece one block of
+  // threads).
   std::size_t chunk_length(std::size_t offset, std::size_t chunk_bytes) override {
     const std::size_t left = bytes - offset;
     chunk_path = batch_path::copy_engine;
@@ -205,7 +206,7 @@ block_lists::block_lists(const driver_table& driver, settings chosen, staging_po
       slabs_(driver, descriptor_words * blocks_per_launch) {}
 
 batch_path block_lists::choose_path(std::string_view operation, batch_path path, std::size_t count,
-                                    std::size_t bytes, std::optional<std::size_t> foreign_device_block) const {
+                                    std::optional<std::size_t> foreign_device_block) const {
   if (path != batch_path::automatic && path != batch_path::copy_engine && path != batch_path::kernel) {
     throw_invalid_argument(operation, "transfer_options::batching " + std::to_string(static_cast<int>(path)) +
                                           " is not a batch_path");
@@ -229,7 +230,7 @@ batch_path block_lists::choose_path(std::string_view operation, batch_path path,
     return batch_path::copy_engine;
   }
   if (path == batch_path::copy_engine || !usable) return batch_path::copy_engine;
-  if (path == batch_path::automatic && !settings_.automatic.suits(count, bytes)) return batch_path::copy_engine;
+  if (path == batch_path::automatic && count < settings_.automatic.min_copies) return batch_path::copy_engine;
   return batch_path::kernel;
 }
 
@@ -251,8 +252,7 @@ prepared_transfer block_lists::prepare(std::string_view operation, bool to_devic
   // copied).
   std::erase_if(checked.blocks, [](const checked_block& b) { return b.bytes == 0; });
   blocks.blocks = std::move(checked.blocks);
-  batch_path chosen =
-      choose_path(operation, path, blocks.blocks.size(), checked.bytes, checked.foreign_device_block);
+  batch_path chosen = choose_path(operation, path, blocks.blocks.size(), checked.foreign_device_block);
   bool staged = false;
   if (host_kind == memory_kind::pageable_host && !blocks.blocks.empty()) {
     // Packed into one staging chunk where they fit and one is free (never the pool's last, which a staged
@@ -294,6 +294,13 @@ prepared_transfer block_lists::prepare(std::string_view operation, bool to_devic
       }
       list::copy_runs(packs, copy_);
     }
+  }
+  // The automatic rule's bound on the mean block applies to what one launch would move: the whole list
+  // where it moves in one go, each chunk's pieces where it is staged (chunk_length), which may be small
+  // where the list's mean is not (many small blocks beside one large one).
+  if (path == batch_path::automatic && chosen == batch_path::kernel && !staged &&
+      !settings_.automatic.suits(blocks.blocks.size(), checked.bytes)) {
+    chosen = batch_path::copy_engine;
   }
   if (chosen == batch_path::kernel && !staged) {
     for (std::size_t first = 0; first < blocks.blocks.size(); first += blocks_per_launch) {

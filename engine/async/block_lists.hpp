@@ -68,9 +68,10 @@ class block_lists {
  private:
   struct list;  // one vectored transfer's blocks, slabs and staging, kept until the GPU is done
 
-  // The way of a list of `count` blocks (none empty) of `bytes` in all. `foreign_device_block`: the first
-  // block in memory of another device (plan_blocks), which only the copy engine reaches.
-  batch_path choose_path(std::string_view operation, batch_path path, std::size_t count, std::size_t bytes,
+  // The way of a list of `count` blocks (none empty), before the bound on their mean (which applies to what
+  // one launch moves). `foreign_device_block`: the first block in memory of another device (plan_blocks),
+  // which only the copy engine reaches.
+  batch_path choose_path(std::string_view operation, batch_path path, std::size_t count,
                          std::optional<std::size_t> foreign_device_block) const;
   CUresult enqueue(list& blocks, CUstream stream);
   // Falls back to the copy engine (and says so in blocks.path) when the driver refuses the first launch.

@@ -12,6 +12,7 @@
 #include <limits>
 #include <string>
 
+#include "engine/async/kernel_choice.hpp"
 #include "engine/async/process_exit.hpp"
 #include "engine/driver/context_releases.hpp"
 #include "engine/errors/check.hpp"

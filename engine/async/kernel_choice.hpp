@@ -15,7 +15,7 @@ struct kernel_choice {
 
   // Whether `copies` copies of `bytes` in all suit the kernel.
   bool suits(std::size_t copies, std::size_t bytes) const noexcept {
-    if (copies == 0 || copies < min_copies) return false;
+    if (copies == 0 || copies < min_copies || max_mean_bytes == 0) return false;
     const std::size_t mean = bytes / copies + (bytes % copies != 0 ? 1 : 0);
     return mean <= max_mean_bytes;
   }

@@ -367,6 +367,49 @@ BOOST_AUTO_TEST_CASE(staged_chunks_of_pieces_larger_than_the_engines_mean_go_thr
   BOOST_TEST(failures_seen().empty());
 }
 
+// A staged list is judged chunk by chunk, not by its mean: 64 blocks of 1000 bytes beside one of 600,000
+// (a mean of about 10 KB, over the bound) take the kernel for their chunk, the large block's chunks the
+// copy engine. A bound of zero keeps every automatic list and chunk off the kernel.
+BOOST_AUTO_TEST_CASE(a_staged_lists_small_pieces_take_the_kernel_whatever_the_lists_mean,
+                     *ferry::testing::only_on_sim()) {
+  options.staging_chunk_bytes = 64 << 10;
+  options.batch_kernel_min_copies = 2;
+  options.batch_kernel_max_mean_bytes = 8 << 10;
+  layout shape(20, 0);
+  for (std::size_t i = 0; i < 65; ++i) {
+    const std::size_t size = i < 64 ? 1000 : 600000;
+    shape.host_offset.push_back(shape.host_bytes);
+    shape.device_offset.push_back(device_slots * slot_bytes - shape.host_bytes - size - 8 * i);  // reversed
+    shape.bytes.push_back(size);
+    shape.host_bytes += size;
+  }
+  std::vector<std::uint8_t> source(shape.host_bytes);
+  std::vector<std::uint8_t> back(shape.host_bytes);
+  auto launches = [] {
+    const auto calls = sim::call_counts();
+    return calls.contains("cuLaunchKernel") ? calls.at("cuLaunchKernel") : std::size_t{0};
+  };
+  start();
+  std::size_t before = launches();
+  round_trip<pageable>(shape, source, back);
+  BOOST_TEST(launches() - before == 2u);  // the small blocks' chunk, each way
+  BOOST_TEST(gpu->plan_counts().kernel_block_lists == 2u);
+  BOOST_TEST(gpu->plan_counts().staged == 2u);
+
+  options.batch_kernel_max_mean_bytes = 0;
+  start();
+  before = launches();
+  round_trip<pageable>(shape, source, back);
+  const layout packed = grid_layout(21, 40, 100, 200, 8);  // pinned, in place: the list's own mean
+  auto pinned_source = pinned_buffer<std::uint8_t>::allocate(packed.host_bytes);
+  auto pinned_back = pinned_buffer<std::uint8_t>::allocate(packed.host_bytes);
+  round_trip<pinned_span>(packed, pinned_source.span(), pinned_back.span());
+  BOOST_TEST(launches() == before);
+  BOOST_TEST(gpu->plan_counts().kernel_block_lists == 0u);
+  BOOST_TEST(gpu->plan_counts().copy_engine_block_lists == 4u);
+  BOOST_TEST(failures_seen().empty());
+}
+
 // A launch the driver refuses for a staged chunk leaves nothing of it on the stream: the copy engine takes
 // that chunk and the rest (no launch is tried again), the refusal is reported once, and every byte lands;
 // a list whose first chunk's launch is refused is counted as the copy engine's.
