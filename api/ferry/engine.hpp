@@ -190,12 +190,13 @@ class engine {
   //   pageable poke's blocks packed into a staging chunk are copied during the call, but a list that is
   //   not packed is read where it lies). Which thread runs the handler: one running its associated
   //   executor. On failure the destinations' contents are unspecified.
-  // `blocks` is a contiguous range of ferry::block_pair (blocks.hpp). Page-locked blocks move by one launch of
-  // the gather/scatter kernel (where the list suits batch_path::automatic's rule, engine_options::
+  // `blocks` is a contiguous range of ferry::block_pair (blocks.hpp). Page-locked blocks move by one launch
+  // of the gather/scatter kernel (where the list suits batch_path::automatic's rule, engine_options::
   // batch_kernel_min_copies and batch_kernel_max_mean_bytes, and the device reaches page-locked memory) or
-  // one cuMemcpyBatchAsync; transfer_options::batching picks one. Pageable blocks are packed into a staging
-  // chunk when they fit one, else staged chunk by chunk, the rule then applied to each chunk's pieces. The written ranges (the device's for a poke,
-  // the host's for a peek) may not overlap; every block is checked, and an error names it.
+  // one cuMemcpyBatchAsync; transfer_options::batching picks one. Pageable blocks are packed into a
+  // staging chunk when they fit one, else staged chunk by chunk, the rule then applied to each chunk's
+  // pieces. The written ranges (the device's for a poke, the host's for a peek) may not overlap; every
+  // block is checked, and an error names it.
   template <class Blocks, class Token>
     requires detail::poke_block_range<Blocks>
   auto poke_blocks(const Blocks& blocks, Token&& token) {

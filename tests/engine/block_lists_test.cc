@@ -96,6 +96,21 @@ layout grid_layout(std::uint64_t seed, std::size_t blocks, std::size_t size, std
   return shape;
 }
 
+// `small_blocks` blocks of `small` bytes, then `large_blocks` of `large`, packed on the host and laid on the
+// device in the opposite order, 8 bytes apart.
+layout small_then_large(std::uint64_t seed, std::size_t small_blocks, std::size_t small, std::size_t large_blocks,
+                        std::size_t large) {
+  layout shape(seed, 0);
+  for (std::size_t i = 0; i < small_blocks + large_blocks; ++i) {
+    const std::size_t size = i < small_blocks ? small : large;
+    shape.host_offset.push_back(shape.host_bytes);
+    shape.device_offset.push_back(device_slots * slot_bytes - shape.host_bytes - size - 8 * i);
+    shape.bytes.push_back(size);
+    shape.host_bytes += size;
+  }
+  return shape;
+}
+
 struct block_fixture : ferry::testing::device_fixture {
   block_fixture() {
     options.on_failure = failures.recorder();
@@ -344,14 +359,7 @@ BOOST_AUTO_TEST_CASE(staged_chunks_of_pieces_larger_than_the_engines_mean_go_thr
   options.batch_kernel_min_copies = 2;
   options.batch_kernel_max_mean_bytes = 8 << 10;
   start();
-  layout shape(19, 0);
-  for (std::size_t i = 0; i < 64; ++i) {
-    const std::size_t size = i < 48 ? 1000 : 16000;
-    shape.host_offset.push_back(shape.host_bytes);
-    shape.device_offset.push_back(device_slots * slot_bytes - shape.host_bytes - size - 8 * i);  // reversed
-    shape.bytes.push_back(size);
-    shape.host_bytes += size;
-  }
+  const layout shape = small_then_large(19, 48, 1000, 16, 16000);
   std::vector<std::uint8_t> source(shape.host_bytes);
   std::vector<std::uint8_t> back(shape.host_bytes);
   auto count = [](const std::map<std::string, std::size_t>& calls, const std::string& name) {
@@ -375,14 +383,7 @@ BOOST_AUTO_TEST_CASE(a_staged_lists_small_pieces_take_the_kernel_whatever_the_li
   options.staging_chunk_bytes = 64 << 10;
   options.batch_kernel_min_copies = 2;
   options.batch_kernel_max_mean_bytes = 8 << 10;
-  layout shape(20, 0);
-  for (std::size_t i = 0; i < 65; ++i) {
-    const std::size_t size = i < 64 ? 1000 : 600000;
-    shape.host_offset.push_back(shape.host_bytes);
-    shape.device_offset.push_back(device_slots * slot_bytes - shape.host_bytes - size - 8 * i);  // reversed
-    shape.bytes.push_back(size);
-    shape.host_bytes += size;
-  }
+  const layout shape = small_then_large(20, 64, 1000, 1, 600000);
   std::vector<std::uint8_t> source(shape.host_bytes);
   std::vector<std::uint8_t> back(shape.host_bytes);
   auto launches = [] {
