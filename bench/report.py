@@ -122,7 +122,7 @@ for _count, _size in ((8, "8 MiB"), (64, "1 MiB"), (256, "256 KiB")):
         f"{_shape}_h2d": f"{_count} page-locked {_size} blocks: one poke_blocks (automatic path)",
         f"{_shape}_h2d_kernel": "the same list forced onto the kernel (a block of threads per listed block)",
         f"{_shape}_h2d_copy_engine": "the same list forced onto cuMemcpyBatchAsync",
-        f"{_shape}_d2h": f"{_count} {_size} blocks into page-locked memory: one peek_blocks (automatic path)",
+        f"{_shape}_d2h": f"{_count} blocks of {_size} into page-locked memory: one peek_blocks (automatic path)",
         f"{_shape}_d2h_kernel": "the same list forced onto the kernel",
         f"{_shape}_d2h_copy_engine": "the same list forced onto cuMemcpyBatchAsync",
     })
