@@ -11,7 +11,6 @@
 // chunks of 1 MiB, by the engine's choice or forced onto the copy engine), and
 // list_{8x8MiB,64x1MiB,256x256KiB}_pinned_{h2d,d2h}[_kernel,_copy_engine] (page-locked lists of a few
 // large blocks).
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 
 #include <algorithm>
@@ -31,6 +30,7 @@
 
 #include "bench/harness/comparison.hpp"
 #include "bench/harness/driver_check.hpp"
+#include "bench/harness/io_thread.hpp"
 #include "bench/harness/program.hpp"
 #include "engine/driver/driver_table.hpp"
 #include "ferry/engine.hpp"
@@ -236,8 +236,7 @@ void print_where_the_time_goes(block_setup& s, engine& gpu, bool peeks, std::chr
 std::vector<bench::result> lists_of(std::size_t block_bytes) {
   const bool small = block_bytes == 4096;
   asio::io_context io(1);
-  auto guard = asio::make_work_guard(io);
-  std::thread runner([&io] { io.run(); });  // the handlers' executor
+  const bench::io_thread runs_handlers(io);  // the handlers' executor
   engine gpu{io.get_executor()};
   block_setup s(block_bytes);
   const std::string size = block_bytes == 4096 ? "4KiB" : "64KiB";
@@ -275,9 +274,6 @@ std::vector<bench::result> lists_of(std::size_t block_bytes) {
   const plan_counts counted = gpu.plan_counts();
   std::cerr << "block_lists (" << size << " blocks): " << counted.kernel_block_lists << " lists by kernel, "
             << counted.copy_engine_block_lists << " by copy engine, " << counted.staged << " staged chunk by chunk\n";
-  guard.reset();
-  io.stop();
-  runner.join();
   return rows;
 }
 
@@ -289,8 +285,7 @@ std::vector<bench::result> large_blocks(int&) { return lists_of(std::size_t{64} 
 // (256 pieces).
 std::vector<bench::result> staged_small_blocks(int&) {
   asio::io_context io(1);
-  auto guard = asio::make_work_guard(io);
-  std::thread runner([&io] { io.run(); });
+  const bench::io_thread runs_handlers(io);
   engine_options options;
   options.staging_chunk_bytes = std::size_t{1} << 20;
   engine gpu{io.get_executor(), options};
@@ -314,9 +309,6 @@ std::vector<bench::result> staged_small_blocks(int&) {
   const plan_counts counted = gpu.plan_counts();
   std::cerr << "block_lists (4KiB blocks, 1 MiB chunks): " << counted.kernel_block_lists << " lists by kernel, "
             << counted.copy_engine_block_lists << " by copy engine, " << counted.staged << " staged chunk by chunk\n";
-  guard.reset();
-  io.stop();
-  runner.join();
   return rows;
 }
 
@@ -325,8 +317,7 @@ std::vector<bench::result> staged_small_blocks(int&) {
 // onto cuMemcpyBatchAsync.
 std::vector<bench::result> large_pinned_blocks(int&) {
   asio::io_context io(1);
-  auto guard = asio::make_work_guard(io);
-  std::thread runner([&io] { io.run(); });
+  const bench::io_thread runs_handlers(io);
   engine gpu{io.get_executor()};
   std::vector<bench::result> rows;
   for (const auto& [count, kibibytes] : {std::pair<std::size_t, std::size_t>{8, 8192}, {64, 1024}, {256, 256}}) {
@@ -358,9 +349,6 @@ std::vector<bench::result> large_pinned_blocks(int&) {
   const plan_counts counted = gpu.plan_counts();
   std::cerr << "block_lists (large pinned blocks): " << counted.kernel_block_lists << " lists by kernel, "
             << counted.copy_engine_block_lists << " by copy engine\n";
-  guard.reset();
-  io.stop();
-  runner.join();
   return rows;
 }
 

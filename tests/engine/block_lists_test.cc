@@ -96,6 +96,12 @@ layout grid_layout(std::uint64_t seed, std::size_t blocks, std::size_t size, std
   return shape;
 }
 
+// How many times the simulated driver's entry point has been called so far (none yet: 0).
+std::size_t calls_of(const std::string& entry) {
+  const auto calls = sim::call_counts();
+  return calls.contains(entry) ? calls.at(entry) : 0;
+}
+
 // `small_blocks` blocks of `small` bytes, then `large_blocks` of `large`, packed on the host and laid on the
 // device in the opposite order, 8 bytes apart.
 layout small_then_large(std::uint64_t seed, std::size_t small_blocks, std::size_t small, std::size_t large_blocks,
@@ -340,13 +346,12 @@ BOOST_AUTO_TEST_CASE(staged_chunks_of_few_pieces_go_through_the_copy_engine, *fe
   const layout shape = grid_layout(16, 40, 30000, 40000, 8);  // two or three pieces a chunk
   std::vector<std::uint8_t> source(shape.host_bytes);
   std::vector<std::uint8_t> back(shape.host_bytes);
-  const auto before = sim::call_counts();
+  const std::size_t launches_before = calls_of("cuLaunchKernel");
   round_trip<pageable>(shape, source, back);
-  const auto after = sim::call_counts();
   BOOST_TEST(gpu->plan_counts().copy_engine_block_lists == 2u);
   BOOST_TEST(gpu->plan_counts().kernel_block_lists == 0u);
   BOOST_TEST(gpu->plan_counts().staged == 2u);
-  BOOST_TEST(after.at("cuLaunchKernel") == (before.contains("cuLaunchKernel") ? before.at("cuLaunchKernel") : 0u));
+  BOOST_TEST(calls_of("cuLaunchKernel") == launches_before);
   BOOST_TEST(failures_seen().empty());
 }
 
@@ -362,14 +367,11 @@ BOOST_AUTO_TEST_CASE(staged_chunks_of_pieces_larger_than_the_engines_mean_go_thr
   const layout shape = small_then_large(19, 48, 1000, 16, 16000);
   std::vector<std::uint8_t> source(shape.host_bytes);
   std::vector<std::uint8_t> back(shape.host_bytes);
-  auto count = [](const std::map<std::string, std::size_t>& calls, const std::string& name) {
-    return calls.contains(name) ? calls.at(name) : std::size_t{0};
-  };
-  const auto before = sim::call_counts();
+  const std::size_t launches_before = calls_of("cuLaunchKernel");
+  const std::size_t batches_before = calls_of("cuMemcpyBatchAsync");
   round_trip<pageable>(shape, source, back);
-  const auto after = sim::call_counts();
-  BOOST_TEST(count(after, "cuLaunchKernel") - count(before, "cuLaunchKernel") == 2u);  // a chunk each way
-  BOOST_TEST(count(after, "cuMemcpyBatchAsync") - count(before, "cuMemcpyBatchAsync") == 8u);
+  BOOST_TEST(calls_of("cuLaunchKernel") - launches_before == 2u);  // a chunk each way
+  BOOST_TEST(calls_of("cuMemcpyBatchAsync") - batches_before == 8u);
   BOOST_TEST(gpu->plan_counts().kernel_block_lists == 2u);  // counted by the first chunk
   BOOST_TEST(gpu->plan_counts().staged == 2u);
   BOOST_TEST(failures_seen().empty());
@@ -386,26 +388,22 @@ BOOST_AUTO_TEST_CASE(a_staged_lists_small_pieces_take_the_kernel_whatever_the_li
   const layout shape = small_then_large(20, 64, 1000, 1, 600000);
   std::vector<std::uint8_t> source(shape.host_bytes);
   std::vector<std::uint8_t> back(shape.host_bytes);
-  auto launches = [] {
-    const auto calls = sim::call_counts();
-    return calls.contains("cuLaunchKernel") ? calls.at("cuLaunchKernel") : std::size_t{0};
-  };
   start();
-  std::size_t before = launches();
+  std::size_t before = calls_of("cuLaunchKernel");
   round_trip<pageable>(shape, source, back);
-  BOOST_TEST(launches() - before == 2u);  // the small blocks' chunk, each way
+  BOOST_TEST(calls_of("cuLaunchKernel") - before == 2u);  // the small blocks' chunk, each way
   BOOST_TEST(gpu->plan_counts().kernel_block_lists == 2u);
   BOOST_TEST(gpu->plan_counts().staged == 2u);
 
   options.batch_kernel_max_mean_bytes = 0;
   start();
-  before = launches();
+  before = calls_of("cuLaunchKernel");
   round_trip<pageable>(shape, source, back);
   const layout packed = grid_layout(21, 40, 100, 200, 8);  // pinned, in place: the list's own mean
   auto pinned_source = pinned_buffer<std::uint8_t>::allocate(packed.host_bytes);
   auto pinned_back = pinned_buffer<std::uint8_t>::allocate(packed.host_bytes);
   round_trip<pinned_span>(packed, pinned_source.span(), pinned_back.span());
-  BOOST_TEST(launches() == before);
+  BOOST_TEST(calls_of("cuLaunchKernel") == before);
   BOOST_TEST(gpu->plan_counts().kernel_block_lists == 0u);
   BOOST_TEST(gpu->plan_counts().copy_engine_block_lists == 4u);
   BOOST_TEST(failures_seen().empty());
@@ -431,7 +429,8 @@ BOOST_AUTO_TEST_CASE(a_staged_chunk_whose_launch_is_refused_goes_through_the_cop
       const outcome poked = run([&](auto handler) { gpu->poke_blocks(pokes, batch_path::kernel, handler); });
       BOOST_TEST_REQUIRE(!poked.error, poked.error.message());
     }
-    const auto before = sim::call_counts();
+    const std::size_t launches_before = calls_of("cuLaunchKernel");
+    const std::size_t batches_before = calls_of("cuMemcpyBatchAsync");
     sim::fail_call("cuLaunchKernel", refused, CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES);
     const outcome done = run([&](auto handler) {
       if (in_peek) {
@@ -440,12 +439,10 @@ BOOST_AUTO_TEST_CASE(a_staged_chunk_whose_launch_is_refused_goes_through_the_cop
         gpu->poke_blocks(pokes, batch_path::kernel, handler);
       }
     });
-    const auto after = sim::call_counts();
     BOOST_TEST(!done.error, done.error.message());
     BOOST_TEST(done.bytes == shape.host_bytes);
-    BOOST_TEST(after.at("cuLaunchKernel") - before.at("cuLaunchKernel") == refused);  // none after the refusal
-    BOOST_TEST(after.at("cuMemcpyBatchAsync") - (before.contains("cuMemcpyBatchAsync") ? before.at("cuMemcpyBatchAsync")
-                                                                                          : 0u) >= 5u);
+    BOOST_TEST(calls_of("cuLaunchKernel") - launches_before == refused);  // none after the refusal
+    BOOST_TEST(calls_of("cuMemcpyBatchAsync") - batches_before >= 5u);
     if (in_peek) {
       BOOST_TEST(ferry::testing::same_bytes(back, source));
       BOOST_TEST(gpu->plan_counts().kernel_block_lists == 1u);  // the poke
