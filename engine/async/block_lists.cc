@@ -243,15 +243,9 @@ prepared_transfer block_lists::prepare(std::string_view operation, bool to_devic
                                           "kernel or copy engine)");
   }
   checked_blocks checked = plan_blocks(operation, to_device, host_kind, sides, element_size);
-  const std::size_t listed = checked.blocks.size();
-  const std::optional<checked_block> first_block =
-      listed > 0 ? std::optional<checked_block>(checked.blocks.front()) : std::nullopt;
   auto held = std::make_shared<list>(*this, to_device);
   list& blocks = *held;
-  // The copy engine refuses empty copies; the checked list, without them, is the launch's (moved, not
-  // copied).
-  std::erase_if(checked.blocks, [](const checked_block& b) { return b.bytes == 0; });
-  blocks.blocks = std::move(checked.blocks);
+  blocks.blocks = std::move(checked.blocks);  // the launch's, without the empty blocks (moved, not copied)
   batch_path chosen = choose_path(operation, path, blocks.blocks.size(), checked.foreign_device_block);
   bool staged = false;
   if (host_kind == memory_kind::pageable_host && !blocks.blocks.empty()) {
@@ -323,14 +317,13 @@ prepared_transfer block_lists::prepare(std::string_view operation, bool to_devic
   prepared_transfer transfer;
   transfer.operation = operation;
   transfer.bytes = checked.bytes;
-  if (first_block) {
-    const checked_block& first = *first_block;
-    const endpoint host{host_kind, first.host, "blocks[0].host"};
-    const endpoint device{memory_kind::device, first.device, "blocks[0].device"};
+  if (!sides.empty()) {
+    const endpoint host{host_kind, sides.front().host, "blocks[0].host"};
+    const endpoint device{memory_kind::device, sides.front().device, "blocks[0].device"};
     transfer.source = to_device ? host : device;
     transfer.destination = to_device ? device : host;
   }
-  transfer.extra = " (" + std::to_string(listed) + " blocks, from the first block's)";
+  transfer.extra = " (" + std::to_string(sides.size()) + " blocks, from the first block's)";
   list* raw = held.get();  // the transfer holds the list until the GPU is done: the pointer stays valid
   if (staged) {
     // The planner takes a pageable transfer with its plan set as forced: through the staging pool.

@@ -5,7 +5,9 @@
 #include <bit>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/errors/check.hpp"
@@ -19,29 +21,14 @@ std::string block_argument(std::size_t index, const char* side) {
   return "blocks[" + std::to_string(index) + "]." + side;
 }
 
-// The allocations found so far for one side of the blocks (most recent first).
+// The allocations found so far for one side of the blocks (most recent first). The list's loop keeps the
+// most recent one in registers (recent()) and calls check() only for a block outside it.
 class known_allocations {
  public:
   // Checks [address, address + bytes) as any transfer's side is checked (the same messages, naming
-  // blocks[index].side), and remembers its allocation. Inline for the common block, one in the
-  // allocation found last; the rest out of line.
-  void check(std::string_view operation, memory_kind kind, std::uintptr_t address, std::size_t bytes,
-             std::size_t index, const char* side) {
-    if (address != 0 && !ranges_.empty() && within(ranges_.front(), address, bytes)) return;
-    check_further(operation, kind, address, bytes, index, side);
-  }
-  // The first block found in memory of another device than the current context's, if any.
-  std::optional<std::size_t> first_foreign() const noexcept { return first_foreign_; }
-
- private:
-  static bool within(const known_range& r, std::uintptr_t address, std::size_t bytes) noexcept {
-    return address >= r.base && address - r.base <= r.size && bytes <= r.size - (address - r.base);
-  }
-  bool holds(std::uintptr_t address, std::size_t bytes) const noexcept {
-    return std::any_of(ranges_.begin(), ranges_.end(), [&](const known_range& r) { return within(r, address, bytes); });
-  }
-  [[gnu::noinline]] void check_further(std::string_view operation, memory_kind kind, std::uintptr_t address,
-                                       std::size_t bytes, std::size_t index, const char* side) {
+  // blocks[index].side), and remembers its allocation.
+  [[gnu::noinline]] void check(std::string_view operation, memory_kind kind, std::uintptr_t address,
+                               std::size_t bytes, std::size_t index, const char* side) {
     if (address != 0 && (bytes == 0 || holds(address, bytes))) return;
     const std::string argument = block_argument(index, side);
     // Throws for null, unknown or short ranges.
@@ -50,6 +37,19 @@ class known_allocations {
       if (ranges_.size() == most_remembered) ranges_.pop_back();
       ranges_.insert(ranges_.begin(), *range);
     }
+  }
+  // The allocation found last (an empty range before any).
+  known_range recent() const noexcept { return ranges_.empty() ? known_range{0, 0} : ranges_.front(); }
+  // The first block found in memory of another device than the current context's, if any.
+  std::optional<std::size_t> first_foreign() const noexcept { return first_foreign_; }
+
+  static bool within(const known_range& r, std::uintptr_t address, std::size_t bytes) noexcept {
+    return address >= r.base && address - r.base <= r.size && bytes <= r.size - (address - r.base);
+  }
+
+ private:
+  bool holds(std::uintptr_t address, std::size_t bytes) const noexcept {
+    return std::any_of(ranges_.begin(), ranges_.end(), [&](const known_range& r) { return within(r, address, bytes); });
   }
 
   static constexpr std::size_t most_remembered = 8;
@@ -83,35 +83,40 @@ class host_regions {
 
 std::uintptr_t written_begin(const checked_block& b, bool to_device) { return to_device ? b.device : b.host; }
 
+// What the list's loop learns of the written ranges (the device's for a poke, the host's for a peek) on
+// its way: whether every block has the first one's size, and the lowest and highest written address.
+struct written_extent {
+  std::size_t size = 0;
+  bool one_size = true;
+  std::uintptr_t lowest = UINTPTR_MAX;
+  std::uintptr_t highest = 0;
+
+  void add(std::uintptr_t begin, std::size_t bytes) noexcept {
+    if (size == 0) size = bytes;
+    one_size = one_size && bytes == size;
+    lowest = std::min(lowest, begin);
+    highest = std::max(highest, begin);
+  }
+};
+
 // The common list (KV-cache pages) writes equal-sized blocks into slots of a grid, in any order: true when
 // every written range is one slot of such a grid and no slot is written twice, found in one pass over a
 // bitmap of the slots. False when the list is no dense grid, or names a slot twice: then the sort below
 // decides, and names the blocks. (Sorting is most of a long list's checks: several times this pass.)
-bool written_slots_distinct(const std::vector<checked_block>& blocks, bool to_device) {
-  std::size_t size = 0;
-  std::size_t written = 0;
-  std::uintptr_t lowest = UINTPTR_MAX;
-  std::uintptr_t highest = 0;
-  for (const checked_block& b : blocks) {
-    if (b.bytes == 0) continue;
-    if (size == 0) size = b.bytes;
-    if (b.bytes != size) return false;
-    ++written;
-    lowest = std::min(lowest, written_begin(b, to_device));
-    highest = std::max(highest, written_begin(b, to_device));
-  }
-  if (written < 2) return true;
+bool written_slots_distinct(std::span<const checked_block> blocks, bool to_device, const written_extent& extent) {
+  if (blocks.size() < 2) return true;
+  if (!extent.one_size) return false;
+  const std::size_t size = extent.size;
   // A sparse grid would make the bitmap cost more than the sort.
-  const std::uintptr_t slots = (highest - lowest) / size + 1;
-  if (slots > 4 * written + 64) return false;
-  std::vector<bool> taken(slots);
+  const std::uintptr_t slots = (extent.highest - extent.lowest) / size + 1;
+  if (slots > 4 * blocks.size() + 64) return false;
+  std::vector<std::uint64_t> taken((slots + 63) / 64);
   // Slots of a power-of-two size (KV-cache pages) are found by a shift: a division per block would be
   // most of this pass.
   const bool power_of_two = std::has_single_bit(size);
   const int shift = std::countr_zero(size);
   for (const checked_block& b : blocks) {
-    if (b.bytes == 0) continue;
-    const std::uintptr_t offset = written_begin(b, to_device) - lowest;
+    const std::uintptr_t offset = written_begin(b, to_device) - extent.lowest;
     std::uintptr_t slot;
     if (power_of_two) {
       if ((offset & (size - 1)) != 0) return false;
@@ -120,45 +125,83 @@ bool written_slots_distinct(const std::vector<checked_block>& blocks, bool to_de
       if (offset % size != 0) return false;
       slot = offset / size;
     }
-    if (taken[slot]) return false;
-    taken[slot] = true;
+    const std::uint64_t bit = std::uint64_t{1} << (slot % 64);
+    if ((taken[slot / 64] & bit) != 0) return false;
+    taken[slot / 64] |= bit;
   }
   return true;
 }
 
-// The written ranges (the device's for a poke, the host's for a peek) must not overlap: the blocks move
-// at once, and which of two overlapping writes lands would be chance. A grid of slots is checked in one
-// pass; other lists are sorted as bare [begin, end) pairs, and the blocks are looked up only for the
-// message.
-void check_written_ranges_disjoint(std::string_view operation, const std::vector<checked_block>& blocks,
-                                   bool to_device) {
-  if (written_slots_distinct(blocks, to_device)) return;
+// The written ranges must not overlap: the blocks move at once, and which of two overlapping writes lands
+// would be chance. A grid of slots is checked in one pass; other lists are sorted as bare [begin, end)
+// pairs, and the two blocks are looked up in the caller's list (`listed`, empty blocks included) only for
+// the message.
+void check_written_ranges_disjoint(std::string_view operation, std::span<const block_sides> listed,
+                                   std::size_t element_size, std::span<const checked_block> blocks, bool to_device,
+                                   const written_extent& extent) {
+  if (written_slots_distinct(blocks, to_device, extent)) return;
   std::vector<std::pair<std::uintptr_t, std::uintptr_t>> ranges;
   ranges.reserve(blocks.size());
   for (const checked_block& b : blocks) {
     const std::uintptr_t begin = written_begin(b, to_device);
-    if (b.bytes > 0) ranges.emplace_back(begin, begin + b.bytes);
+    ranges.emplace_back(begin, begin + b.bytes);
   }
   std::sort(ranges.begin(), ranges.end());
   for (std::size_t k = 1; k < ranges.size(); ++k) {
     if (ranges[k].first >= ranges[k - 1].second) continue;
+    const auto range_of_block = [&](std::size_t i) {
+      const std::uintptr_t begin = to_device ? listed[i].device : listed[i].host;
+      return std::pair(begin, begin + listed[i].count * element_size);
+    };
     // The two blocks whose ranges these are, in list order.
     std::vector<std::size_t> found;
-    for (std::size_t i = 0; i < blocks.size() && found.size() < 2; ++i) {
-      const std::uintptr_t begin = written_begin(blocks[i], to_device);
-      if (blocks[i].bytes > 0 && ((begin == ranges[k - 1].first && begin + blocks[i].bytes == ranges[k - 1].second) ||
-                                  (begin == ranges[k].first && begin + blocks[i].bytes == ranges[k].second))) {
-        found.push_back(i);
-      }
+    for (std::size_t i = 0; i < listed.size() && found.size() < 2; ++i) {
+      if (listed[i].count == 0) continue;
+      const auto range = range_of_block(i);
+      if (range == ranges[k - 1] || range == ranges[k]) found.push_back(i);
     }
     const char* side = to_device ? "device" : "host";
-    const auto range_of = [&](std::size_t i) {
-      const std::uintptr_t begin = written_begin(blocks[i], to_device);
-      return block_argument(i, side) + " [" + hex(begin) + ", " + hex(begin + blocks[i].bytes) + ")";
+    const auto named = [&](std::size_t i) {
+      const auto [begin, end] = range_of_block(i);
+      return block_argument(i, side) + " [" + hex(begin) + ", " + hex(end) + ")";
     };
-    throw_invalid_argument(operation, range_of(found.at(0)) + " and " + range_of(found.at(1)) +
+    throw_invalid_argument(operation, named(found.at(0)) + " and " + named(found.at(1)) +
                                           " overlap; the blocks' destinations may not overlap");
   }
+}
+
+// Checks blocks from `first` on while each is the common block of a page-locked list: bytes that fit, not
+// empty, both sides inside the allocations found last (`device_range`, `host_range`), apart from each
+// other, and a total that still fits. Each is written at out[filled++]; returns the first block that is
+// not such a block, which the caller checks in full. Apart from the full checks so that its state stays in
+// registers: this loop is most of a long list's initiating call.
+[[gnu::noinline]] std::size_t check_common_blocks(std::span<const block_sides> blocks, std::size_t first,
+                                                  std::size_t element_size, bool to_device, known_range device_range,
+                                                  known_range host_range, checked_block* out, std::size_t& filled,
+                                                  std::size_t& total, written_extent& written) {
+  std::size_t count = filled;
+  std::size_t sum = total;
+  written_extent extent = written;
+  std::size_t i = first;
+  for (; i < blocks.size(); ++i) {
+    const block_sides& b = blocks[i];
+    std::size_t bytes = 0;
+    std::size_t next = 0;
+    // A null side is in no range: within() needs bytes above zero there.
+    if (__builtin_mul_overflow(b.count, element_size, &bytes) || bytes == 0 ||
+        !known_allocations::within(device_range, b.device, bytes) ||
+        !known_allocations::within(host_range, b.host, bytes) ||
+        (b.host < b.device + bytes && b.device < b.host + bytes) || __builtin_add_overflow(sum, bytes, &next)) {
+      break;
+    }
+    sum = next;
+    extent.add(to_device ? b.device : b.host, bytes);
+    out[count++] = {b.host, b.device, bytes};
+  }
+  filled = count;
+  total = sum;
+  written = extent;
+  return i;
 }
 
 }  // namespace
@@ -166,19 +209,29 @@ void check_written_ranges_disjoint(std::string_view operation, const std::vector
 checked_blocks plan_blocks(std::string_view operation, bool to_device, memory_kind host_kind,
                            std::span<const block_sides> blocks, std::size_t element_size) {
   checked_blocks checked;
-  checked.blocks.reserve(blocks.size());
+  checked.blocks.resize(blocks.size());  // written by index; cut to the non-empty blocks at the end
+  checked_block* const out = checked.blocks.data();
+  std::size_t filled = 0;
+  std::size_t total = 0;
+  written_extent written;
   known_allocations devices;
   known_allocations pinned_hosts;
   host_regions pageable_hosts;
+  const bool pinned = host_kind == memory_kind::pinned_host;
   // The messages' argument names are built only for a block that fails a check.
   for (std::size_t i = 0; i < blocks.size(); ++i) {
+    if (pinned) {
+      i = check_common_blocks(blocks, i, element_size, to_device, devices.recent(), pinned_hosts.recent(), out, filled,
+                              total, written);
+      if (i == blocks.size()) break;
+    }
     const block_sides& b = blocks[i];
-    if (element_size != 0 && b.count > SIZE_MAX / element_size) {
+    std::size_t bytes = 0;
+    if (__builtin_mul_overflow(b.count, element_size, &bytes)) {
       byte_size(operation, block_argument(i, "host.size()"), b.count, element_size);  // throws
     }
-    const std::size_t bytes = b.count * element_size;
     devices.check(operation, memory_kind::device, b.device, bytes, i, "device");
-    if (host_kind == memory_kind::pinned_host) {
+    if (pinned) {
       pinned_hosts.check(operation, memory_kind::pinned_host, b.host, bytes, i, "host");
     } else if (bytes > 0) {
       // Null, or running past the end of the address space: check_side says which.
@@ -190,19 +243,22 @@ checked_blocks plan_blocks(std::string_view operation, bool to_device, memory_ki
                                               " is device memory, not host memory (pass it as a device_ptr)");
       }
     }
+    if (bytes == 0) continue;  // checked, but nothing to move (the copy engine refuses empty copies)
     // Mapped or managed memory may be named by both sides.
-    if (bytes > 0 && b.host < b.device + bytes && b.device < b.host + bytes) {
+    if (b.host < b.device + bytes && b.device < b.host + bytes) {
       throw_invalid_argument(operation, block_argument(i, "host") + " [" + hex(b.host) + ", " + hex(b.host + bytes) +
                                             ") and " + block_argument(i, "device") + " [" + hex(b.device) + ", " +
                                             hex(b.device + bytes) + ") overlap");
     }
-    if (bytes > SIZE_MAX - checked.bytes) {
+    if (__builtin_add_overflow(total, bytes, &total)) {
       throw_invalid_argument(operation, "the blocks' sizes add up past the largest size_t");
     }
-    checked.bytes += bytes;
-    checked.blocks.push_back({b.host, b.device, bytes});
+    written.add(to_device ? b.device : b.host, bytes);
+    out[filled++] = {b.host, b.device, bytes};
   }
-  check_written_ranges_disjoint(operation, checked.blocks, to_device);
+  checked.blocks.resize(filled);
+  check_written_ranges_disjoint(operation, blocks, element_size, checked.blocks, to_device, written);
+  checked.bytes = total;
   checked.foreign_device_block = devices.first_foreign();
   return checked;
 }

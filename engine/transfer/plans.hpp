@@ -64,8 +64,8 @@ struct checked_block {
   std::size_t bytes;
 };
 struct checked_blocks {
-  std::vector<checked_block> blocks;
-  std::size_t bytes = 0;  // all blocks together
+  std::vector<checked_block> blocks;  // the blocks that hold bytes, in list order (empty ones are checked only)
+  std::size_t bytes = 0;              // all blocks together
   // The first block whose device side is memory of another device than the current context's: a kernel
   // launched in the current context cannot reach it.
   std::optional<std::size_t> foreign_device_block;

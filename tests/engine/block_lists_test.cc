@@ -241,6 +241,71 @@ BOOST_AUTO_TEST_CASE(equal_blocks_on_a_grid_and_off_it_move_each_way) {
   BOOST_TEST(failures_seen().empty());
 }
 
+// Blocks whose sides alternate between two page-locked buffers and two device areas (no block in the
+// allocations of the block before it), some empty, each way, every byte of all four checked.
+BOOST_AUTO_TEST_CASE(blocks_alternating_between_allocations_move_each_way) {
+  start();
+  constexpr std::size_t blocks = 200;
+  constexpr std::size_t block_bytes = 3000;
+  constexpr std::size_t area_bytes = blocks * block_bytes;
+  std::array<pinned_buffer<std::uint8_t>, 2> sources{pinned_buffer<std::uint8_t>::allocate(area_bytes),
+                                                     pinned_buffer<std::uint8_t>::allocate(area_bytes)};
+  std::array<pinned_buffer<std::uint8_t>, 2> backs{pinned_buffer<std::uint8_t>::allocate(area_bytes),
+                                                   pinned_buffer<std::uint8_t>::allocate(area_bytes)};
+  std::array<device_buffer<std::uint8_t>, 2> areas{gpu->allocate<std::uint8_t>(area_bytes),
+                                                   gpu->allocate<std::uint8_t>(area_bytes)};
+  std::array<std::vector<std::uint8_t>, 2> on_device;
+  for (std::size_t k = 0; k < 2; ++k) {
+    ferry::testing::fill_random(std::span<std::uint8_t>(sources[k].data(), area_bytes), 31 + k);
+    std::fill_n(backs[k].data(), area_bytes, std::uint8_t{0xA5});
+    on_device[k] = random_vector<std::uint8_t>(area_bytes, 41 + k);
+    poke_list_array(std::span<const std::uint8_t>(on_device[k]), areas[k].get());
+  }
+  // Block i: host slot i of source i % 2, device slot slots[i] of area (i / 3) % 2, empty every 17th.
+  std::vector<std::size_t> slots(blocks);
+  std::iota(slots.begin(), slots.end(), 0);
+  std::shuffle(slots.begin(), slots.end(), std::mt19937_64(5));
+  std::vector<block_pair<pinned_span<const std::uint8_t>, std::uint8_t>> pokes;
+  std::vector<block_pair<pinned_span<std::uint8_t>, const std::uint8_t>> peeks;
+  std::array<std::vector<std::uint8_t>, 2> expected_back{std::vector<std::uint8_t>(area_bytes, 0xA5),
+                                                         std::vector<std::uint8_t>(area_bytes, 0xA5)};
+  std::size_t moved = 0;
+  for (std::size_t i = 0; i < blocks; ++i) {
+    const std::size_t bytes = i % 17 == 3 ? 0 : block_bytes - i % 50;
+    const std::size_t host = i % 2;
+    const std::size_t area = (i / 3) % 2;
+    const std::size_t host_offset = i * block_bytes;
+    const std::size_t device_offset = slots[i] * block_bytes;
+    pokes.push_back({pinned_span<const std::uint8_t>(host_ptr<const std::uint8_t>(sources[host].data() + host_offset),
+                                                     bytes),
+                     areas[area].get() + device_offset});
+    peeks.push_back({pinned_span<std::uint8_t>(host_ptr<std::uint8_t>(backs[host].data() + host_offset), bytes),
+                     device_ptr<const std::uint8_t>(areas[area].get() + device_offset)});
+    std::copy_n(sources[host].data() + host_offset, bytes, on_device[area].begin() + device_offset);
+    std::copy_n(sources[host].data() + host_offset, bytes, expected_back[host].begin() + host_offset);
+    moved += bytes;
+  }
+  for (const batch_path path : {batch_path::kernel, batch_path::copy_engine}) {
+    outcome poked = run([&](auto handler) { gpu->poke_blocks(pokes, path, handler); });
+    BOOST_TEST(!poked.error, poked.error.message());
+    BOOST_TEST(poked.bytes == moved);
+    for (std::size_t k = 0; k < 2; ++k) {
+      BOOST_TEST(ferry::testing::same_bytes(peek_list_array(area_bytes, areas[k].get()), on_device[k]));
+    }
+    outcome peeked = run([&](auto handler) { gpu->peek_blocks(peeks, path, handler); });
+    BOOST_TEST(!peeked.error, peeked.error.message());
+    BOOST_TEST(peeked.bytes == moved);
+    for (std::size_t k = 0; k < 2; ++k) {
+      BOOST_TEST(ferry::testing::same_bytes(std::vector<std::uint8_t>(backs[k].data(), backs[k].data() + area_bytes),
+                                            expected_back[k]));
+      std::fill_n(backs[k].data(), area_bytes, std::uint8_t{0xA5});
+    }
+  }
+  BOOST_TEST(gpu->plan_counts().kernel_block_lists == 2u);
+  BOOST_TEST(gpu->plan_counts().copy_engine_block_lists == 2u);
+  BOOST_TEST(failures_seen().empty());
+}
+
 BOOST_AUTO_TEST_CASE(page_locked_blocks_move_by_the_copy_engine_when_asked) {
   start();
   const layout shape(2);
@@ -723,6 +788,12 @@ BOOST_AUTO_TEST_CASE(bad_blocks_are_refused_naming_the_block_before_anything_mov
   ferry::testing::expect_error<std::invalid_argument>(
       [&] { gpu->poke_blocks(off_the_grid, asio::use_future); },
       {"engine::poke_blocks: blocks[1].device [", "and blocks[2].device [", "overlap; the blocks' destinations may not overlap"});
+  // Named by their places in the caller's list, the empty block between them counted.
+  const std::vector<pinned_block> across_an_empty_block{{piece(0, 10), area.get() + 100}, {piece(10, 0), area.get()},
+                                                        {piece(20, 10), area.get() + 105}};
+  ferry::testing::expect_error<std::invalid_argument>(
+      [&] { gpu->poke_blocks(across_an_empty_block, asio::use_future); },
+      {"engine::poke_blocks: blocks[0].device [", "and blocks[2].device [", "overlap; the blocks' destinations may not overlap"});
   const std::vector<pinned_block> past_the_end{{piece(0, 10), area.get()}, {piece(10, 20), area.get() + 990}};
   ferry::testing::expect_error<std::invalid_argument>(
       [&] { gpu->poke_blocks(past_the_end, asio::use_future); },
