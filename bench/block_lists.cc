@@ -14,6 +14,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -33,6 +34,7 @@
 #include "bench/harness/io_thread.hpp"
 #include "bench/harness/program.hpp"
 #include "engine/driver/driver_table.hpp"
+#include "ferry/detail/stage_trace.hpp"
 #include "ferry/engine.hpp"
 #include "ferry/ferry.hpp"
 
@@ -172,7 +174,10 @@ bench::comparison_spec list_case(block_setup& s, engine& gpu, std::string name, 
 // list (events on a stream of the caller's around it, so it starts before the call), when the handler
 // ran, and when the waiting thread saw it; for pokes and peeks, back to back and after an idle pause as
 // long as a bench trial's (the raw side's loop and the verification run between two of ferry's lists).
-// Printed, not a result row.
+// The initiating call split by the engine's stage marks (detail::stage_trace): the caller's list read
+// into the engine's form, the checks and the descriptors, the way to the stream, the launch's driver
+// call, the completion flag's write, and the op's bookkeeping until the call returns. Printed, not a
+// result row.
 void print_where_the_time_goes(block_setup& s, engine& gpu, bool peeks, std::chrono::microseconds idle) {
   std::vector<block_pair<pinned_span<const std::uint8_t>, std::uint8_t>> pokes;
   std::vector<block_pair<pinned_span<std::uint8_t>, const std::uint8_t>> peeks_list;
@@ -195,7 +200,15 @@ void print_where_the_time_goes(block_setup& s, engine& gpu, bool peeks, std::chr
   double gpu_time = 0;
   double handler = 0;
   double whole = 0;
+  using detail::stage_trace::stage;
+  // From the call's start: the marks that end each part of the call.
+  constexpr std::array<stage, 6> part_ends{stage::prepare_begins, stage::prepare_ends,   stage::enqueue_begins,
+                                           stage::copy_enqueued,  stage::flag_enqueued, stage::initiating_call_returns};
+  std::array<double, part_ends.size()> parts{};
+  int traced = 0;  // rounds that passed every mark (an op may take another way to its stream)
+  detail::stage_trace::enabled = true;
   for (int r = 0; r < rounds; ++r) {
+    for (auto& at : detail::stage_trace::reached) at.store(0);
     if (idle.count() > 0) std::this_thread::sleep_for(idle);
     std::atomic<bool> done{false};
     clock::time_point handler_ran;
@@ -218,17 +231,34 @@ void print_where_the_time_goes(block_setup& s, engine& gpu, bool peeks, std::chr
     check(s.raw.cuEventSynchronize(after), "cuEventSynchronize");
     float milliseconds = 0;
     check(s.raw.cuEventElapsedTime(&milliseconds, before, after), "cuEventElapsedTime");
+    std::array<std::int64_t, part_ends.size() + 1> marks{start.time_since_epoch().count()};
+    for (std::size_t k = 0; k < part_ends.size(); ++k) {
+      marks[k + 1] = detail::stage_trace::reached[static_cast<std::size_t>(part_ends[k])].load();
+    }
+    if (std::is_sorted(marks.begin(), marks.end()) && marks[1] != 0) {
+      for (std::size_t k = 0; k < parts.size(); ++k) parts[k] += (marks[k + 1] - marks[k]) / 1000.0;
+      ++traced;
+    }
     initiating += micros(returned - start);
     handler += micros(handler_ran - start);
     whole += micros(completed - start);
     gpu_time += 1000.0 * milliseconds;
   }
+  detail::stage_trace::enabled = false;
   s.raw.cuEventDestroy(before);
   s.raw.cuEventDestroy(after);
   std::cerr << "block_lists: " << (peeks ? "peek" : "poke") << " of " << s.blocks << " blocks of " << s.block_bytes
             << " bytes, " << idle.count() << " us idle before each (mean of " << rounds << "): initiating call "
             << initiating / rounds << " us, on the GPU " << gpu_time / rounds << " us, handler ran at "
             << handler / rounds << " us, seen at " << whole / rounds << " us\n";
+  if (traced > 0) {
+    const char* names[] = {"list read", "checks and descriptors", "to the stream", "launch", "flag", "bookkeeping"};
+    std::cerr << "block_lists:   the call (mean of " << traced << " traced):";
+    for (std::size_t k = 0; k < parts.size(); ++k) {
+      std::cerr << (k == 0 ? " " : ", ") << names[k] << " " << parts[k] / traced;
+    }
+    std::cerr << " us\n";
+  }
 }
 
 // Every row for the size, and beside them the lists forced onto cuMemcpyBatchAsync: the pinned ones', and

@@ -11,6 +11,7 @@
 #include "engine/errors/check.hpp"
 #include "engine/kernels/launch.hpp"
 #include "engine/transfer/plans.hpp"
+#include "ferry/detail/stage_trace.hpp"
 #include "ferry/error.hpp"
 
 namespace ferry::detail {
@@ -412,8 +413,12 @@ void block_lists::report(const std::string& message) const {
 prepared_transfer engine_core::prepare_blocks(std::string_view operation, bool to_device, memory_kind host_kind,
                                               std::span<const block_sides> blocks, std::size_t element_size,
                                               batch_path path, transfer_plan plan) {
+  stage_trace::mark(stage_trace::stage::prepare_begins);
   caller_context in_engine(impl_->driver, impl_->context);
-  return impl_->blocks->prepare(operation, to_device, host_kind, blocks, element_size, path, plan);
+  prepared_transfer transfer =
+      impl_->blocks->prepare(operation, to_device, host_kind, blocks, element_size, path, plan);
+  stage_trace::mark(stage_trace::stage::prepare_ends);
+  return transfer;
 }
 
 }  // namespace ferry::detail
