@@ -1,6 +1,7 @@
 #include "engine/async/block_lists.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -24,25 +25,42 @@ constexpr std::size_t descriptor_words = 3;
 // aligned alike modulo this.
 constexpr std::size_t copy_alignment = 16;
 
-// Writes the descriptors of `blocks` at `words` (three arrays of blocks.size() words, one after another).
-void write_descriptors(std::uint64_t* words, std::span<const checked_block> blocks, bool to_device) {
-  const std::size_t count = blocks.size();
-  for (std::size_t j = 0; j < count; ++j) {
+// The three arrays of `stride` copies each that lie one after another from `words` (a slab, or a staged
+// chunk past its bytes): raw page-locked memory, whose words the arrays' types give their meaning.
+copy_arrays arrays_at(std::uint64_t* words, std::size_t stride) {
+  return {reinterpret_cast<CUdeviceptr*>(words), reinterpret_cast<CUdeviceptr*>(words + stride),
+          reinterpret_cast<std::size_t*>(words + 2 * stride)};
+}
+
+// Writes `blocks` into `to` as copies, the first at index 0.
+void write_copies(const copy_arrays& to, std::span<const checked_block> blocks, bool to_device) {
+  for (std::size_t j = 0; j < blocks.size(); ++j) {
     const checked_block& b = blocks[j];
-    words[j] = to_device ? b.host : b.device;
-    words[count + j] = to_device ? b.device : b.host;
-    words[2 * count + j] = b.bytes;
+    to.sources[j] = to_device ? b.host : b.device;
+    to.destinations[j] = to_device ? b.device : b.host;
+    to.sizes[j] = b.bytes;
   }
 }
 
-// One launch of the kernel for the `count` copies described at `words`. Their host address is their
-// device address (unified addressing; kernel_usable says the device reaches page-locked memory there), so
-// the kernel reads the descriptors and the host blocks in place.
-CUresult launch_descriptors(const std::uint64_t* words, std::size_t count, CUstream stream) {
-  const auto first = reinterpret_cast<CUdeviceptr>(words);
-  const std::size_t array_bytes = count * sizeof(std::uint64_t);
-  return launch_copy_blocks(first, first + array_bytes, first + 2 * array_bytes, count, stream);
+// One launch of the kernel for the first `count` copies of `copies`. Their host address is their device
+// address (unified addressing; kernel_usable says the device reaches page-locked memory there), so the
+// kernel reads the arrays and the host blocks in place.
+CUresult launch_copies(const copy_arrays& copies, std::size_t count, CUstream stream) {
+  return launch_copy_blocks(reinterpret_cast<CUdeviceptr>(copies.sources),
+                            reinterpret_cast<CUdeviceptr>(copies.destinations),
+                            reinterpret_cast<CUdeviceptr>(copies.sizes), count, stream);
 }
+
+// Copies in memory of the list's own: for the copy engine, or until they are copied into slabs.
+struct own_copies {
+  explicit own_copies(std::size_t count)
+      : addresses(std::make_unique_for_overwrite<CUdeviceptr[]>(2 * count)),
+        sizes(std::make_unique_for_overwrite<std::size_t[]>(count)),
+        arrays{addresses.get(), addresses.get() + count, sizes.get()} {}
+  std::unique_ptr<CUdeviceptr[]> addresses;
+  std::unique_ptr<std::size_t[]> sizes;
+  copy_arrays arrays;
+};
 
 }  // namespace
 
@@ -135,8 +153,9 @@ struct block_lists::list final : chunk_stager {
     if (chunk_path == batch_path::kernel) {
       const auto after_bytes = reinterpret_cast<std::uintptr_t>(chunk + length);
       auto* const words = reinterpret_cast<std::uint64_t*>((after_bytes + 7) & ~std::uintptr_t{7});
-      write_descriptors(words, pieces, to_device);
-      status = launch_descriptors(words, pieces.size(), stream);
+      const copy_arrays copies = arrays_at(words, pieces.size());
+      write_copies(copies, pieces, to_device);
+      status = launch_copies(copies, pieces.size(), stream);
       if (status != CUDA_SUCCESS && !is_sticky(status)) {
         // Refused, and nothing of the chunk is on the stream: the copy engine takes this chunk, and the
         // rest, which find the kernel given up.
@@ -146,7 +165,11 @@ struct block_lists::list final : chunk_stager {
         chunk_path = batch_path::copy_engine;
       }
     }
-    if (chunk_path == batch_path::copy_engine) status = owner.enqueue_copy_engine(to_device, pieces, stream);
+    if (chunk_path == batch_path::copy_engine) {
+      own_copies piece_copies(pieces.size());
+      write_copies(piece_copies.arrays, pieces, to_device);
+      status = owner.enqueue_copy_engine(to_device, piece_copies.arrays, pieces.size(), stream);
+    }
     if (status == CUDA_SUCCESS && offset == 0) {  // a staged list is counted by its first chunk's path
       (chunk_path == batch_path::kernel ? owner.kernel_lists_ : owner.copy_engine_lists_)++;
     }
@@ -182,15 +205,27 @@ struct block_lists::list final : chunk_stager {
     }
   }
 
+  // One launch of the kernel: `count` copies, whose arrays lie in a slab.
+  struct launch {
+    copy_arrays copies;
+    std::size_t count;
+  };
+
   block_lists& owner;
   const bool to_device;
   batch_path path = batch_path::copy_engine;   // kernel or copy_engine, chosen at the call
   bool kernel_forced = false;                  // the caller chose batch_path::kernel
   batch_path chunk_path = batch_path::copy_engine;  // staged: the path of the chunk being submitted
-  std::vector<checked_block> blocks;           // host addresses as the GPU reads them (in the chunk if packed)
+  std::vector<checked_block> blocks;           // pageable lists: host addresses as the GPU reads them
   std::vector<std::size_t> starts;             // staged chunk by chunk: where each block begins in the list
   std::size_t bytes = 0;                       // staged chunk by chunk: the list's bytes
-  std::vector<std::uint64_t*> slabs;           // the kernel's descriptors, one slab per launch
+  // A list that moves in one go (page-locked, or packed): its `count` copies, in slabs[0] where the checks
+  // wrote them into a free slab, else in `own`.
+  copy_arrays copies;
+  std::size_t count = 0;
+  std::optional<own_copies> own;
+  std::vector<launch> launches;                // the kernel's, where it takes the list
+  std::vector<std::uint64_t*> slabs;           // held until the GPU is done
   staging_pool::chunk chunk = nullptr;         // pageable blocks, packed
   std::vector<piece> unpacks;
   bool enqueued = false;
@@ -243,11 +278,28 @@ prepared_transfer block_lists::prepare(std::string_view operation, bool to_devic
                                           "; a block list chooses its own way (transfer_options::batching picks "
                                           "kernel or copy engine)");
   }
-  checked_blocks checked = plan_blocks(operation, to_device, host_kind, sides, element_size);
   auto held = std::make_shared<list>(*this, to_device);
   list& blocks = *held;
-  blocks.blocks = std::move(checked.blocks);  // the launch's, without the empty blocks (moved, not copied)
-  batch_path chosen = choose_path(operation, path, blocks.blocks.size(), checked.foreign_device_block);
+  checked_blocks checked;
+  if (host_kind == memory_kind::pinned_host) {
+    // The checks write the copies where the GPU reads them: into a free slab where the list may take the
+    // kernel in one launch (none is allocated before the checks), else into memory of the list's own.
+    std::uint64_t* slab = sides.size() <= blocks_per_launch && may_take_kernel(path, sides.size())
+                              ? slabs_.try_acquire_free()
+                              : nullptr;
+    if (slab != nullptr) {
+      blocks.slabs.push_back(slab);
+      blocks.copies = arrays_at(slab, sides.size());
+    } else {
+      blocks.copies = blocks.own.emplace(sides.size()).arrays;
+    }
+    checked = plan_blocks(operation, to_device, host_kind, sides, element_size, &blocks.copies);
+  } else {
+    checked = plan_blocks(operation, to_device, host_kind, sides, element_size);
+    blocks.blocks = std::move(checked.blocks);  // without the empty blocks (moved, not copied)
+  }
+  blocks.count = checked.copies;
+  batch_path chosen = choose_path(operation, path, blocks.count, checked.foreign_device_block);
   bool staged = false;
   if (host_kind == memory_kind::pageable_host && !blocks.blocks.empty()) {
     // Packed into one staging chunk where they fit and one is free (never the pool's last, which a staged
@@ -288,30 +340,18 @@ prepared_transfer block_lists::prepare(std::string_view operation, bool to_devic
         offset += b.bytes;
       }
       list::copy_runs(packs, copy_);
+      blocks.copies = blocks.own.emplace(blocks.count).arrays;
+      write_copies(blocks.copies, blocks.blocks, to_device);
     }
   }
   // The automatic rule's bound on the mean block applies to what one launch would move: the whole list
   // where it moves in one go, each chunk's pieces where it is staged (chunk_length), which may be small
   // where the list's mean is not (many small blocks beside one large one).
   if (path == batch_path::automatic && chosen == batch_path::kernel && !staged &&
-      !settings_.automatic.suits(blocks.blocks.size(), checked.bytes)) {
+      !settings_.automatic.suits(blocks.count, checked.bytes)) {
     chosen = batch_path::copy_engine;
   }
-  if (chosen == batch_path::kernel && !staged) {
-    for (std::size_t first = 0; first < blocks.blocks.size(); first += blocks_per_launch) {
-      CUresult status = CUDA_SUCCESS;
-      std::uint64_t* slab = slabs_.acquire(status);
-      if (slab == nullptr) {  // no page-locked memory for descriptors now: the copy engine needs none
-        report("no page-locked memory for the copy kernel's descriptors (" + status_name(status) + "); a list of " +
-               std::to_string(blocks.blocks.size()) + " blocks submitted through the copy engine");
-        chosen = batch_path::copy_engine;
-        break;
-      }
-      blocks.slabs.push_back(slab);
-      const std::size_t count = std::min(blocks_per_launch, blocks.blocks.size() - first);
-      write_descriptors(slab, std::span<const checked_block>(blocks.blocks).subspan(first, count), to_device);
-    }
-  }
+  if (chosen == batch_path::kernel && !staged && !place_launches(blocks)) chosen = batch_path::copy_engine;
   blocks.path = chosen;
   blocks.kernel_forced = path == batch_path::kernel;
 
@@ -337,25 +377,54 @@ prepared_transfer block_lists::prepare(std::string_view operation, bool to_devic
   return transfer;
 }
 
+bool block_lists::may_take_kernel(batch_path path, std::size_t count) const noexcept {
+  if (path == batch_path::copy_engine || !kernel_usable_.load(std::memory_order_relaxed)) return false;
+  return path == batch_path::kernel || count >= settings_.automatic.min_copies;
+}
+
+bool block_lists::place_launches(list& blocks) {
+  if (!blocks.slabs.empty()) {  // the checks wrote the copies into a slab
+    blocks.launches.push_back({blocks.copies, blocks.count});
+    return true;
+  }
+  for (std::size_t first = 0; first < blocks.count; first += blocks_per_launch) {
+    CUresult status = CUDA_SUCCESS;
+    std::uint64_t* slab = slabs_.acquire(status);
+    if (slab == nullptr) {  // no page-locked memory for the kernel's arrays now: the copy engine needs none
+      report("no page-locked memory for the copy kernel's descriptors (" + status_name(status) + "); a list of " +
+             std::to_string(blocks.count) + " blocks submitted through the copy engine");
+      blocks.launches.clear();
+      return false;
+    }
+    blocks.slabs.push_back(slab);
+    const std::size_t count = std::min(blocks_per_launch, blocks.count - first);
+    const copy_arrays to = arrays_at(slab, count);
+    std::copy_n(blocks.copies.sources + first, count, to.sources);
+    std::copy_n(blocks.copies.destinations + first, count, to.destinations);
+    std::copy_n(blocks.copies.sizes + first, count, to.sizes);
+    blocks.launches.push_back({to, count});
+  }
+  return true;
+}
+
 CUresult block_lists::enqueue(list& blocks, CUstream stream) {
-  const CUresult status =
-      blocks.path == batch_path::kernel ? launch_kernel(blocks, stream)
-                                        : enqueue_copy_engine(blocks.to_device, blocks.blocks, stream);
+  const CUresult status = blocks.path == batch_path::kernel
+                              ? launch_kernel(blocks, stream)
+                              : enqueue_copy_engine(blocks.to_device, blocks.copies, blocks.count, stream);
   if (status == CUDA_SUCCESS) (blocks.path == batch_path::kernel ? kernel_lists_ : copy_engine_lists_)++;
   blocks.enqueued = status == CUDA_SUCCESS;
   return status;
 }
 
 CUresult block_lists::launch_kernel(list& blocks, CUstream stream) {
-  for (std::size_t k = 0; k < blocks.slabs.size(); ++k) {
-    const std::size_t count = std::min(blocks_per_launch, blocks.blocks.size() - k * blocks_per_launch);
-    const CUresult launched = launch_descriptors(blocks.slabs[k], count, stream);
+  for (std::size_t k = 0; k < blocks.launches.size(); ++k) {
+    const CUresult launched = launch_copies(blocks.launches[k].copies, blocks.launches[k].count, stream);
     if (launched == CUDA_SUCCESS) continue;
     if (k == 0 && !is_sticky(launched)) {
       // Refused before anything ran (the kernels cannot be loaded, say): the copy engine takes the list.
-      stop_using_kernel("a list of " + std::to_string(blocks.blocks.size()) + " blocks", launched);
+      stop_using_kernel("a list of " + std::to_string(blocks.count) + " blocks", launched);
       blocks.path = batch_path::copy_engine;
-      return enqueue_copy_engine(blocks.to_device, blocks.blocks, stream);
+      return enqueue_copy_engine(blocks.to_device, blocks.copies, blocks.count, stream);
     }
     // Part of the list is on the stream: the op fails, but only once that part is done with the memory.
     driver_.cuStreamSynchronize(stream);
@@ -364,17 +433,8 @@ CUresult block_lists::launch_kernel(list& blocks, CUstream stream) {
   return CUDA_SUCCESS;
 }
 
-CUresult block_lists::enqueue_copy_engine(bool to_device, std::span<const checked_block> blocks, CUstream stream) {
-  const std::size_t count = blocks.size();
-  std::vector<CUdeviceptr> sources(count);
-  std::vector<CUdeviceptr> destinations(count);
-  std::vector<std::size_t> sizes(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    const checked_block& b = blocks[i];
-    sources[i] = to_device ? b.host : b.device;
-    destinations[i] = to_device ? b.device : b.host;
-    sizes[i] = b.bytes;
-  }
+CUresult block_lists::enqueue_copy_engine(bool to_device, const copy_arrays& copies, std::size_t count,
+                                          CUstream stream) {
   // One attribute for every copy: they all go the same way. Stream order is all they need.
   CUmemcpyAttributes attributes{};
   attributes.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
@@ -383,7 +443,7 @@ CUresult block_lists::enqueue_copy_engine(bool to_device, std::span<const checke
   attributes.dstLocHint.type = to_device ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST;
   attributes.dstLocHint.id = to_device ? settings_.ordinal : 0;
   std::size_t first_attribute = 0;
-  CUresult status = driver_.cuMemcpyBatchAsync(destinations.data(), sources.data(), sizes.data(), count, &attributes,
+  CUresult status = driver_.cuMemcpyBatchAsync(copies.destinations, copies.sources, copies.sizes, count, &attributes,
                                                &first_attribute, 1, stream);
   if (status == CUDA_SUCCESS || is_sticky(status)) return status;
   // A driver without batched copies, or a batch it refuses whole (it enqueues nothing then): a call per block.
@@ -392,9 +452,11 @@ CUresult block_lists::enqueue_copy_engine(bool to_device, std::span<const checke
   status = CUDA_SUCCESS;
   std::size_t i = 0;
   for (; i < count && status == CUDA_SUCCESS; ++i) {
-    status = to_device
-                 ? driver_.cuMemcpyHtoDAsync(destinations[i], reinterpret_cast<const void*>(sources[i]), sizes[i], stream)
-                 : driver_.cuMemcpyDtoHAsync(reinterpret_cast<void*>(destinations[i]), sources[i], sizes[i], stream);
+    const CUdeviceptr source = copies.sources[i];
+    const CUdeviceptr destination = copies.destinations[i];
+    const std::size_t bytes = copies.sizes[i];
+    status = to_device ? driver_.cuMemcpyHtoDAsync(destination, reinterpret_cast<const void*>(source), bytes, stream)
+                       : driver_.cuMemcpyDtoHAsync(reinterpret_cast<void*>(destination), source, bytes, stream);
   }
   if (status != CUDA_SUCCESS && i > 1) driver_.cuStreamSynchronize(stream);  // part of the list is on the stream
   return status;

@@ -1,12 +1,14 @@
-// Vectored transfers (engine::poke_blocks / peek_blocks): a list of blocks moved as one operation, by
-// one launch of the gather/scatter kernel (ferry_copy_blocks), which reads and writes page-locked host
-// memory in place through unified addressing, or by one cuMemcpyBatchAsync (the copy engine). A driver
-// call per block costs a few microseconds; a launch moves a thousand 4 KiB blocks in about the time the
-// link needs for their bytes. Pageable blocks are packed into a staging chunk first: a poke's at the
+// Vectored transfers (engine::poke_blocks / peek_blocks): a list of blocks moved as one operation, by one
+// launch of the gather/scatter kernel (ferry_copy_blocks), which reads and writes page-locked host memory
+// in place through unified addressing, or by one cuMemcpyBatchAsync (the copy engine). A driver call per
+// block costs a few microseconds; a launch moves a thousand 4 KiB blocks in about the time the link needs
+// for their bytes. The checks of a page-locked list write its copies, as the three arrays both paths take,
+// straight into a free descriptor slab: the GPU waits for the initiating call, and each pass over a long
+// list is a good part of the call. Pageable blocks are packed into a staging chunk first: a poke's at the
 // call, a peek's copied out once the GPU is done, before the caller hears. Pageable blocks that one chunk
-// cannot hold, or that find no chunk free at the call, are staged as a pageable transfer is, chunk by
-// chunk (leased when the list's turn comes, never waiting on a thread), each chunk's pieces moved by one
-// launch (their descriptors in the chunk, after their bytes) where the list chose the kernel and the chunk's
+// cannot hold, or that find no chunk free at the call, are staged as a pageable transfer is, chunk by chunk
+// (leased when the list's turn comes, never waiting on a thread), each chunk's pieces moved by one launch
+// (their descriptors in the chunk, after their bytes) where the list chose the kernel and the chunk's
 // pieces suit it (as many and as small as the engine's rule asks), otherwise by one cuMemcpyBatchAsync.
 #pragma once
 
@@ -28,7 +30,7 @@
 
 namespace ferry::detail {
 
-struct checked_block;  // engine/transfer/plans.hpp
+struct copy_arrays;  // engine/transfer/plans.hpp
 
 class block_lists {
  public:
@@ -73,13 +75,20 @@ class block_lists {
   // which only the copy engine reaches.
   batch_path choose_path(std::string_view operation, batch_path path, std::size_t count,
                          std::optional<std::size_t> foreign_device_block) const;
+  // Whether a list of `count` blocks asked to go by `path` may take the kernel (its checks then write its
+  // copies into a free slab).
+  bool may_take_kernel(batch_path path, std::size_t count) const noexcept;
+  // Puts the kernel's launches of a list that moves in one go in slabs; false (and says so) when no slab can
+  // be had: the copy engine takes the list.
+  bool place_launches(list& blocks);
   CUresult enqueue(list& blocks, CUstream stream);
   // Falls back to the copy engine (and says so in blocks.path) when the driver refuses the first launch.
   CUresult launch_kernel(list& blocks, CUstream stream);
   // After the driver refused a launch for good: says so, and the kernel is not tried again.
   void stop_using_kernel(const std::string& what, CUresult refused);
-  // One cuMemcpyBatchAsync for the blocks (a call per block where the driver refuses the batch).
-  CUresult enqueue_copy_engine(bool to_device, std::span<const checked_block> blocks, CUstream stream);
+  // One cuMemcpyBatchAsync for the first `count` copies (a call per copy where the driver refuses the
+  // batch).
+  CUresult enqueue_copy_engine(bool to_device, const copy_arrays& copies, std::size_t count, CUstream stream);
   void report(const std::string& message) const;
 
   const driver_table& driver_;

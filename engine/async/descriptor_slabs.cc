@@ -8,12 +8,8 @@ descriptor_slabs::~descriptor_slabs() {
 
 std::uint64_t* descriptor_slabs::acquire(CUresult& status) noexcept {
   status = CUDA_SUCCESS;
+  if (std::uint64_t* slab = try_acquire_free()) return slab;
   std::lock_guard lock(mutex_);
-  if (!free_.empty()) {
-    std::uint64_t* slab = free_.back();
-    free_.pop_back();
-    return slab;
-  }
   void* made = nullptr;
   // Mapped: the kernel reads the descriptors at their host address.
   status = driver_.cuMemHostAlloc(&made, words_ * sizeof(std::uint64_t), CU_MEMHOSTALLOC_DEVICEMAP);
@@ -28,6 +24,14 @@ std::uint64_t* descriptor_slabs::acquire(CUresult& status) noexcept {
   }
   all_.push_back(static_cast<std::uint64_t*>(made));
   return static_cast<std::uint64_t*>(made);
+}
+
+std::uint64_t* descriptor_slabs::try_acquire_free() noexcept {
+  std::lock_guard lock(mutex_);
+  if (free_.empty()) return nullptr;
+  std::uint64_t* slab = free_.back();
+  free_.pop_back();
+  return slab;
 }
 
 void descriptor_slabs::release(std::uint64_t* slab) noexcept {

@@ -25,6 +25,8 @@ class descriptor_slabs {
   // A free slab, or nullptr when the driver cannot allocate one, its status then in `status` (the batch
   // takes the copy engine, and says why).
   std::uint64_t* acquire(CUresult& status) noexcept;
+  // A free slab, or nullptr when none is free (it allocates nothing).
+  std::uint64_t* try_acquire_free() noexcept;
   void release(std::uint64_t* slab) noexcept;
   // At process exit: forgets the slabs without calling the driver (it is being torn down).
   void abandon() noexcept;

@@ -81,10 +81,31 @@ class host_regions {
   std::vector<std::uintptr_t> regions_;
 };
 
-std::uintptr_t written_begin(const checked_block& b, bool to_device) { return to_device ? b.device : b.host; }
+// Where the checks put the blocks that hold bytes: put(j, ...) writes the j-th, written(j) says the range it
+// writes (the device's for a poke, the host's for a peek) as (begin, bytes).
+struct block_sink {  // a list of blocks
+  checked_block* out;
+  void put(std::size_t j, std::uintptr_t host, CUdeviceptr device, std::size_t bytes, bool) const noexcept {
+    out[j] = {host, device, bytes};
+  }
+  std::pair<std::uintptr_t, std::size_t> written(std::size_t j, bool to_device) const noexcept {
+    return {to_device ? out[j].device : out[j].host, out[j].bytes};
+  }
+};
+struct array_sink {  // copies, as the kernel and the copy engine take them
+  copy_arrays arrays;
+  void put(std::size_t j, std::uintptr_t host, CUdeviceptr device, std::size_t bytes, bool to_device) const noexcept {
+    arrays.sources[j] = to_device ? host : device;
+    arrays.destinations[j] = to_device ? device : host;
+    arrays.sizes[j] = bytes;
+  }
+  std::pair<std::uintptr_t, std::size_t> written(std::size_t j, bool) const noexcept {
+    return {arrays.destinations[j], arrays.sizes[j]};
+  }
+};
 
-// What the list's loop learns of the written ranges (the device's for a poke, the host's for a peek) on
-// its way: whether every block has the first one's size, and the lowest and highest written address.
+// What the list's loop learns of the written ranges on its way: whether every block has the first one's
+// size, and the lowest and highest written address.
 struct written_extent {
   std::size_t size = 0;
   bool one_size = true;
@@ -103,20 +124,21 @@ struct written_extent {
 // every written range is one slot of such a grid and no slot is written twice, found in one pass over a
 // bitmap of the slots. False when the list is no dense grid, or names a slot twice: then the sort below
 // decides, and names the blocks. (Sorting is most of a long list's checks: several times this pass.)
-bool written_slots_distinct(std::span<const checked_block> blocks, bool to_device, const written_extent& extent) {
-  if (blocks.size() < 2) return true;
+template <class Sink>
+bool written_slots_distinct(const Sink& sink, std::size_t count, bool to_device, const written_extent& extent) {
+  if (count < 2) return true;
   if (!extent.one_size) return false;
   const std::size_t size = extent.size;
   // A sparse grid would make the bitmap cost more than the sort.
   const std::uintptr_t slots = (extent.highest - extent.lowest) / size + 1;
-  if (slots > 4 * blocks.size() + 64) return false;
+  if (slots > 4 * count + 64) return false;
   std::vector<std::uint64_t> taken((slots + 63) / 64);
   // Slots of a power-of-two size (KV-cache pages) are found by a shift: a division per block would be
   // most of this pass.
   const bool power_of_two = std::has_single_bit(size);
   const int shift = std::countr_zero(size);
-  for (const checked_block& b : blocks) {
-    const std::uintptr_t offset = written_begin(b, to_device) - extent.lowest;
+  for (std::size_t j = 0; j < count; ++j) {
+    const std::uintptr_t offset = sink.written(j, to_device).first - extent.lowest;
     std::uintptr_t slot;
     if (power_of_two) {
       if ((offset & (size - 1)) != 0) return false;
@@ -136,15 +158,16 @@ bool written_slots_distinct(std::span<const checked_block> blocks, bool to_devic
 // would be chance. A grid of slots is checked in one pass; other lists are sorted as bare [begin, end)
 // pairs, and the two blocks are looked up in the caller's list (`listed`, empty blocks included) only for
 // the message.
+template <class Sink>
 void check_written_ranges_disjoint(std::string_view operation, std::span<const block_sides> listed,
-                                   std::size_t element_size, std::span<const checked_block> blocks, bool to_device,
+                                   std::size_t element_size, const Sink& sink, std::size_t count, bool to_device,
                                    const written_extent& extent) {
-  if (written_slots_distinct(blocks, to_device, extent)) return;
+  if (written_slots_distinct(sink, count, to_device, extent)) return;
   std::vector<std::pair<std::uintptr_t, std::uintptr_t>> ranges;
-  ranges.reserve(blocks.size());
-  for (const checked_block& b : blocks) {
-    const std::uintptr_t begin = written_begin(b, to_device);
-    ranges.emplace_back(begin, begin + b.bytes);
+  ranges.reserve(count);
+  for (std::size_t j = 0; j < count; ++j) {
+    const auto [begin, bytes] = sink.written(j, to_device);
+    ranges.emplace_back(begin, begin + bytes);
   }
   std::sort(ranges.begin(), ranges.end());
   for (std::size_t k = 1; k < ranges.size(); ++k) {
@@ -170,18 +193,25 @@ void check_written_ranges_disjoint(std::string_view operation, std::span<const b
   }
 }
 
+// What the checks have found so far.
+struct list_totals {
+  std::size_t filled = 0;  // blocks put into the sink
+  std::size_t bytes = 0;
+  written_extent written;
+};
+
 // Checks blocks from `first` on while each is the common block of a page-locked list: bytes that fit, not
 // empty, both sides inside the allocations found last (`device_range`, `host_range`), apart from each
-// other, and a total that still fits. Each is written at out[filled++]; returns the first block that is
-// not such a block, which the caller checks in full. Apart from the full checks so that its state stays in
+// other, and a total that still fits. Each goes into the sink; returns the first block that is not such a
+// block, which the caller checks in full. Apart from the full checks so that its state stays in
 // registers: this loop is most of a long list's initiating call.
+template <class Sink>
 [[gnu::noinline]] std::size_t check_common_blocks(std::span<const block_sides> blocks, std::size_t first,
                                                   std::size_t element_size, bool to_device, known_range device_range,
-                                                  known_range host_range, checked_block* out, std::size_t& filled,
-                                                  std::size_t& total, written_extent& written) {
-  std::size_t count = filled;
-  std::size_t sum = total;
-  written_extent extent = written;
+                                                  known_range host_range, Sink sink, list_totals& totals) {
+  std::size_t filled = totals.filled;
+  std::size_t sum = totals.bytes;
+  written_extent extent = totals.written;
   std::size_t i = first;
   for (; i < blocks.size(); ++i) {
     const block_sides& b = blocks[i];
@@ -196,24 +226,18 @@ void check_written_ranges_disjoint(std::string_view operation, std::span<const b
     }
     sum = next;
     extent.add(to_device ? b.device : b.host, bytes);
-    out[count++] = {b.host, b.device, bytes};
+    sink.put(filled++, b.host, b.device, bytes, to_device);
   }
-  filled = count;
-  total = sum;
-  written = extent;
+  totals.filled = filled;
+  totals.bytes = sum;
+  totals.written = extent;
   return i;
 }
 
-}  // namespace
-
-checked_blocks plan_blocks(std::string_view operation, bool to_device, memory_kind host_kind,
-                           std::span<const block_sides> blocks, std::size_t element_size) {
-  checked_blocks checked;
-  checked.blocks.resize(blocks.size());  // written by index; cut to the non-empty blocks at the end
-  checked_block* const out = checked.blocks.data();
-  std::size_t filled = 0;
-  std::size_t total = 0;
-  written_extent written;
+template <class Sink>
+checked_blocks check_list(std::string_view operation, bool to_device, memory_kind host_kind,
+                          std::span<const block_sides> blocks, std::size_t element_size, Sink sink) {
+  list_totals totals;
   known_allocations devices;
   known_allocations pinned_hosts;
   host_regions pageable_hosts;
@@ -221,8 +245,8 @@ checked_blocks plan_blocks(std::string_view operation, bool to_device, memory_ki
   // The messages' argument names are built only for a block that fails a check.
   for (std::size_t i = 0; i < blocks.size(); ++i) {
     if (pinned) {
-      i = check_common_blocks(blocks, i, element_size, to_device, devices.recent(), pinned_hosts.recent(), out, filled,
-                              total, written);
+      i = check_common_blocks(blocks, i, element_size, to_device, devices.recent(), pinned_hosts.recent(), sink,
+                              totals);
       if (i == blocks.size()) break;
     }
     const block_sides& b = blocks[i];
@@ -250,16 +274,32 @@ checked_blocks plan_blocks(std::string_view operation, bool to_device, memory_ki
                                             ") and " + block_argument(i, "device") + " [" + hex(b.device) + ", " +
                                             hex(b.device + bytes) + ") overlap");
     }
-    if (__builtin_add_overflow(total, bytes, &total)) {
+    if (__builtin_add_overflow(totals.bytes, bytes, &totals.bytes)) {
       throw_invalid_argument(operation, "the blocks' sizes add up past the largest size_t");
     }
-    written.add(to_device ? b.device : b.host, bytes);
-    out[filled++] = {b.host, b.device, bytes};
+    totals.written.add(to_device ? b.device : b.host, bytes);
+    sink.put(totals.filled++, b.host, b.device, bytes, to_device);
   }
-  checked.blocks.resize(filled);
-  check_written_ranges_disjoint(operation, blocks, element_size, checked.blocks, to_device, written);
-  checked.bytes = total;
+  check_written_ranges_disjoint(operation, blocks, element_size, sink, totals.filled, to_device, totals.written);
+  checked_blocks checked;
+  checked.copies = totals.filled;
+  checked.bytes = totals.bytes;
   checked.foreign_device_block = devices.first_foreign();
+  return checked;
+}
+
+}  // namespace
+
+checked_blocks plan_blocks(std::string_view operation, bool to_device, memory_kind host_kind,
+                           std::span<const block_sides> blocks, std::size_t element_size, const copy_arrays* arrays) {
+  if (arrays != nullptr) {
+    return check_list(operation, to_device, host_kind, blocks, element_size, array_sink{*arrays});
+  }
+  // Written by index (room for every block), then cut to the blocks that hold bytes.
+  std::vector<checked_block> list(blocks.size());
+  checked_blocks checked = check_list(operation, to_device, host_kind, blocks, element_size, block_sink{list.data()});
+  list.resize(checked.copies);
+  checked.blocks = std::move(list);
   return checked;
 }
 

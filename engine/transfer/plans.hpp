@@ -63,15 +63,29 @@ struct checked_block {
   CUdeviceptr device;
   std::size_t bytes;
 };
+// Copies as the copy kernel (ferry_copy_blocks) and cuMemcpyBatchAsync take them: copy j moves sizes[j]
+// bytes from sources[j] to destinations[j].
+struct copy_arrays {
+  CUdeviceptr* sources = nullptr;
+  CUdeviceptr* destinations = nullptr;
+  std::size_t* sizes = nullptr;
+};
 struct checked_blocks {
-  std::vector<checked_block> blocks;  // the blocks that hold bytes, in list order (empty ones are checked only)
-  std::size_t bytes = 0;              // all blocks together
+  // The blocks that hold bytes, in list order (empty ones are checked only); none where plan_blocks was
+  // given arrays, which hold them instead.
+  std::vector<checked_block> blocks;
+  std::size_t copies = 0;  // how many blocks hold bytes
+  std::size_t bytes = 0;   // all blocks together
   // The first block whose device side is memory of another device than the current context's: a kernel
   // launched in the current context cannot reach it.
   std::optional<std::size_t> foreign_device_block;
 };
+// `arrays`, where given (room for blocks.size() copies each), receive the blocks that hold bytes as copies,
+// the first at index 0: a page-locked list's copies written where the GPU reads them, in the checks' own
+// pass over the list.
 checked_blocks plan_blocks(std::string_view operation, bool to_device, memory_kind host_kind,
-                           std::span<const block_sides> blocks, std::size_t element_size);
+                           std::span<const block_sides> blocks, std::size_t element_size,
+                           const copy_arrays* arrays = nullptr);
 
 std::size_t plan_fill(std::string_view operation, CUdeviceptr destination, std::size_t count, std::size_t element_size);
 // `pattern`: element_size bytes. No stream: the legacy stream, waited for.
