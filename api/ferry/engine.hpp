@@ -393,11 +393,8 @@ class engine {
                     Token&& token) {
     using block_type = std::ranges::range_value_t<Blocks>;
     using host_type = typename block_type::host_type;
-    std::vector<detail::block_sides> sides;
-    sides.reserve(std::ranges::size(blocks));
-    for (const block_type& b : blocks) {
-      sides.push_back({reinterpret_cast<std::uintptr_t>(std::data(b.host)), b.device.get(), std::size(b.host)});
-    }
+    const detail::blocks_of<block_type> sides(
+        std::span<const block_type>(std::ranges::data(blocks), std::ranges::size(blocks)));
     const detail::memory_kind host_kind = detail::is_pinned_span<std::remove_cv_t<host_type>>
                                               ? detail::memory_kind::pinned_host
                                               : detail::memory_kind::pageable_host;

@@ -271,7 +271,7 @@ batch_path block_lists::choose_path(std::string_view operation, batch_path path,
 }
 
 prepared_transfer block_lists::prepare(std::string_view operation, bool to_device, memory_kind host_kind,
-                                       std::span<const block_sides> sides, std::size_t element_size, batch_path path,
+                                       const block_source& sides, std::size_t element_size, batch_path path,
                                        transfer_plan plan) {
   if (plan != transfer_plan::automatic) {
     throw_invalid_argument(operation, "transfer_options::plan is " + std::string(to_string(plan)) +
@@ -358,9 +358,9 @@ prepared_transfer block_lists::prepare(std::string_view operation, bool to_devic
   prepared_transfer transfer;
   transfer.operation = operation;
   transfer.bytes = checked.bytes;
-  if (!sides.empty()) {
-    const endpoint host{host_kind, sides.front().host, "blocks[0].host"};
-    const endpoint device{memory_kind::device, sides.front().device, "blocks[0].device"};
+  if (block_sides first{}; sides.read(0, std::span(&first, 1)) == 1) {
+    const endpoint host{host_kind, first.host, "blocks[0].host"};
+    const endpoint device{memory_kind::device, first.device, "blocks[0].device"};
     transfer.source = to_device ? host : device;
     transfer.destination = to_device ? device : host;
   }
@@ -473,7 +473,7 @@ void block_lists::report(const std::string& message) const {
 }
 
 prepared_transfer engine_core::prepare_blocks(std::string_view operation, bool to_device, memory_kind host_kind,
-                                              std::span<const block_sides> blocks, std::size_t element_size,
+                                              const block_source& blocks, std::size_t element_size,
                                               batch_path path, transfer_plan plan) {
   stage_trace::mark(stage_trace::stage::prepare_begins);
   caller_context in_engine(impl_->driver, impl_->context);

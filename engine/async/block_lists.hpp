@@ -52,7 +52,7 @@ class block_lists {
   // list needs (descriptor slabs, a staging chunk) until the GPU is done with it. Call in the engine's
   // context.
   prepared_transfer prepare(std::string_view operation, bool to_device, memory_kind host_kind,
-                            std::span<const block_sides> blocks, std::size_t element_size, batch_path path,
+                            const block_source& blocks, std::size_t element_size, batch_path path,
                             transfer_plan plan);
 
   std::size_t kernel_lists() const noexcept { return kernel_lists_.load(); }

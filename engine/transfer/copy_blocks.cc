@@ -2,6 +2,7 @@
 // blocks is checked at a cost far below the copy's: a block whose range lies in the allocation found for
 // an earlier block asks the driver nothing (KV-cache blocks live in a few large allocations).
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstdint>
 #include <optional>
@@ -159,7 +160,7 @@ bool written_slots_distinct(const Sink& sink, std::size_t count, bool to_device,
 // pairs, and the two blocks are looked up in the caller's list (`listed`, empty blocks included) only for
 // the message.
 template <class Sink>
-void check_written_ranges_disjoint(std::string_view operation, std::span<const block_sides> listed,
+void check_written_ranges_disjoint(std::string_view operation, const block_source& listed,
                                    std::size_t element_size, const Sink& sink, std::size_t count, bool to_device,
                                    const written_extent& extent) {
   if (written_slots_distinct(sink, count, to_device, extent)) return;
@@ -173,15 +174,16 @@ void check_written_ranges_disjoint(std::string_view operation, std::span<const b
   for (std::size_t k = 1; k < ranges.size(); ++k) {
     if (ranges[k].first >= ranges[k - 1].second) continue;
     const auto range_of_block = [&](std::size_t i) {
-      const std::uintptr_t begin = to_device ? listed[i].device : listed[i].host;
-      return std::pair(begin, begin + listed[i].count * element_size);
+      block_sides b{};
+      listed.read(i, std::span(&b, 1));
+      const std::uintptr_t begin = to_device ? b.device : b.host;
+      return std::pair(begin, begin + b.count * element_size);
     };
-    // The two blocks whose ranges these are, in list order.
+    // The two blocks whose ranges these are, in list order (empty ones span no bytes).
     std::vector<std::size_t> found;
     for (std::size_t i = 0; i < listed.size() && found.size() < 2; ++i) {
-      if (listed[i].count == 0) continue;
       const auto range = range_of_block(i);
-      if (range == ranges[k - 1] || range == ranges[k]) found.push_back(i);
+      if (range.first != range.second && (range == ranges[k - 1] || range == ranges[k])) found.push_back(i);
     }
     const char* side = to_device ? "device" : "host";
     const auto named = [&](std::size_t i) {
@@ -236,49 +238,57 @@ template <class Sink>
 
 template <class Sink>
 checked_blocks check_list(std::string_view operation, bool to_device, memory_kind host_kind,
-                          std::span<const block_sides> blocks, std::size_t element_size, Sink sink) {
+                          const block_source& blocks, std::size_t element_size, Sink sink) {
   list_totals totals;
   known_allocations devices;
   known_allocations pinned_hosts;
   host_regions pageable_hosts;
   const bool pinned = host_kind == memory_kind::pinned_host;
-  // The messages' argument names are built only for a block that fails a check.
-  for (std::size_t i = 0; i < blocks.size(); ++i) {
-    if (pinned) {
-      i = check_common_blocks(blocks, i, element_size, to_device, devices.recent(), pinned_hosts.recent(), sink,
-                              totals);
-      if (i == blocks.size()) break;
-    }
-    const block_sides& b = blocks[i];
-    std::size_t bytes = 0;
-    if (__builtin_mul_overflow(b.count, element_size, &bytes)) {
-      byte_size(operation, block_argument(i, "host.size()"), b.count, element_size);  // throws
-    }
-    devices.check(operation, memory_kind::device, b.device, bytes, i, "device");
-    if (pinned) {
-      pinned_hosts.check(operation, memory_kind::pinned_host, b.host, bytes, i, "host");
-    } else if (bytes > 0) {
-      // Null, or running past the end of the address space: check_side says which.
-      if (b.host == 0 || runs_past_address_space(b.host, 0, bytes)) {
-        check_side(operation, endpoint{host_kind, b.host, block_argument(i, "host")}, 0, bytes);
+  // The caller's list a run at a time: the run stays in the core's cache, the list is read once.
+  std::array<block_sides, 256> run;
+  for (std::size_t base = 0; base < blocks.size();) {
+    const std::span<const block_sides> part(run.data(), blocks.read(base, run));
+    if (part.empty()) break;
+    // The messages' argument names (blocks[base + k]) are built only for a block that fails a check.
+    for (std::size_t k = 0; k < part.size(); ++k) {
+      if (pinned) {
+        k = check_common_blocks(part, k, element_size, to_device, devices.recent(), pinned_hosts.recent(), sink,
+                                totals);
+        if (k == part.size()) break;
       }
-      if (!pageable_hosts.verified(b.host, bytes) && is_device_only_memory(b.host)) {
-        throw_invalid_argument(operation, block_argument(i, "host") + " " + hex(b.host) +
-                                              " is device memory, not host memory (pass it as a device_ptr)");
+      const block_sides& b = part[k];
+      const std::size_t i = base + k;
+      std::size_t bytes = 0;
+      if (__builtin_mul_overflow(b.count, element_size, &bytes)) {
+        byte_size(operation, block_argument(i, "host.size()"), b.count, element_size);  // throws
       }
+      devices.check(operation, memory_kind::device, b.device, bytes, i, "device");
+      if (pinned) {
+        pinned_hosts.check(operation, memory_kind::pinned_host, b.host, bytes, i, "host");
+      } else if (bytes > 0) {
+        // Null, or running past the end of the address space: check_side says which.
+        if (b.host == 0 || runs_past_address_space(b.host, 0, bytes)) {
+          check_side(operation, endpoint{host_kind, b.host, block_argument(i, "host")}, 0, bytes);
+        }
+        if (!pageable_hosts.verified(b.host, bytes) && is_device_only_memory(b.host)) {
+          throw_invalid_argument(operation, block_argument(i, "host") + " " + hex(b.host) +
+                                                " is device memory, not host memory (pass it as a device_ptr)");
+        }
+      }
+      if (bytes == 0) continue;  // checked, but nothing to move (the copy engine refuses empty copies)
+      // Mapped or managed memory may be named by both sides.
+      if (b.host < b.device + bytes && b.device < b.host + bytes) {
+        throw_invalid_argument(operation, block_argument(i, "host") + " [" + hex(b.host) + ", " +
+                                              hex(b.host + bytes) + ") and " + block_argument(i, "device") + " [" +
+                                              hex(b.device) + ", " + hex(b.device + bytes) + ") overlap");
+      }
+      if (__builtin_add_overflow(totals.bytes, bytes, &totals.bytes)) {
+        throw_invalid_argument(operation, "the blocks' sizes add up past the largest size_t");
+      }
+      totals.written.add(to_device ? b.device : b.host, bytes);
+      sink.put(totals.filled++, b.host, b.device, bytes, to_device);
     }
-    if (bytes == 0) continue;  // checked, but nothing to move (the copy engine refuses empty copies)
-    // Mapped or managed memory may be named by both sides.
-    if (b.host < b.device + bytes && b.device < b.host + bytes) {
-      throw_invalid_argument(operation, block_argument(i, "host") + " [" + hex(b.host) + ", " + hex(b.host + bytes) +
-                                            ") and " + block_argument(i, "device") + " [" + hex(b.device) + ", " +
-                                            hex(b.device + bytes) + ") overlap");
-    }
-    if (__builtin_add_overflow(totals.bytes, bytes, &totals.bytes)) {
-      throw_invalid_argument(operation, "the blocks' sizes add up past the largest size_t");
-    }
-    totals.written.add(to_device ? b.device : b.host, bytes);
-    sink.put(totals.filled++, b.host, b.device, bytes, to_device);
+    base += part.size();
   }
   check_written_ranges_disjoint(operation, blocks, element_size, sink, totals.filled, to_device, totals.written);
   checked_blocks checked;
@@ -291,7 +301,7 @@ checked_blocks check_list(std::string_view operation, bool to_device, memory_kin
 }  // namespace
 
 checked_blocks plan_blocks(std::string_view operation, bool to_device, memory_kind host_kind,
-                           std::span<const block_sides> blocks, std::size_t element_size, const copy_arrays* arrays) {
+                           const block_source& blocks, std::size_t element_size, const copy_arrays* arrays) {
   if (arrays != nullptr) {
     return check_list(operation, to_device, host_kind, blocks, element_size, array_sink{*arrays});
   }

@@ -84,7 +84,7 @@ struct checked_blocks {
 // the first at index 0: a page-locked list's copies written where the GPU reads them, in the checks' own
 // pass over the list.
 checked_blocks plan_blocks(std::string_view operation, bool to_device, memory_kind host_kind,
-                           std::span<const block_sides> blocks, std::size_t element_size,
+                           const block_source& blocks, std::size_t element_size,
                            const copy_arrays* arrays = nullptr);
 
 std::size_t plan_fill(std::string_view operation, CUdeviceptr destination, std::size_t count, std::size_t element_size);

@@ -798,6 +798,18 @@ BOOST_AUTO_TEST_CASE(bad_blocks_are_refused_naming_the_block_before_anything_mov
   ferry::testing::expect_error<std::invalid_argument>(
       [&] { gpu->poke_blocks(past_the_end, asio::use_future); },
       {"engine::poke_blocks: blocks[1].device range [", "of 80 bytes runs 40 bytes past the end of its allocation"});
+  // Long lists, read by the checks a run at a time: the block named is the caller's, past the first run.
+  std::vector<pinned_block> long_list;
+  for (std::size_t i = 0; i < 600; ++i) long_list.push_back({piece(i, 1), area.get() + i});
+  long_list[517] = {piece(517, 10), area.get() + 995};
+  ferry::testing::expect_error<std::invalid_argument>(
+      [&] { gpu->poke_blocks(long_list, asio::use_future); },
+      {"engine::poke_blocks: blocks[517].device range [", "of 40 bytes runs 20 bytes past the end of its allocation"});
+  long_list[517] = {piece(517, 1), area.get() + 517};
+  long_list[400] = {piece(400, 1), area.get() + 3};
+  ferry::testing::expect_error<std::invalid_argument>(
+      [&] { gpu->poke_blocks(long_list, asio::use_future); },
+      {"engine::poke_blocks: blocks[3].device [", "and blocks[400].device [", "overlap; the blocks' destinations may not overlap"});
   std::vector<std::uint32_t> pageable(10);
   const std::vector<pinned_block> unknown{
       {pinned_span<const std::uint32_t>(host_ptr<const std::uint32_t>(pageable.data()), 10), area.get()}};

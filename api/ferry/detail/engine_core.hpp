@@ -5,6 +5,7 @@
 
 #include <cuda.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -106,6 +107,39 @@ struct block_sides {
   std::size_t count;
 };
 
+// A vectored transfer's blocks as the engine core reads them: a run at a time, into a buffer of its own,
+// so that the caller's list is read where it lies and never copied whole (each pass over a long list
+// lengthens the initiating call, which the GPU waits for).
+class block_source {
+ public:
+  virtual std::size_t size() const noexcept = 0;
+  // Writes blocks [first, first + out.size()) into `out`, fewer where the list ends first; returns how many.
+  virtual std::size_t read(std::size_t first, std::span<block_sides> out) const noexcept = 0;
+
+ protected:
+  ~block_source() = default;
+};
+
+// The blocks of a caller's list of ferry::block_pair (engine::poke_blocks / peek_blocks).
+template <class Block>
+class blocks_of final : public block_source {
+ public:
+  explicit blocks_of(std::span<const Block> blocks) noexcept : blocks_(blocks) {}
+
+  std::size_t size() const noexcept override { return blocks_.size(); }
+  std::size_t read(std::size_t first, std::span<block_sides> out) const noexcept override {
+    const std::size_t count = first < blocks_.size() ? std::min(out.size(), blocks_.size() - first) : 0;
+    for (std::size_t j = 0; j < count; ++j) {
+      const Block& b = blocks_[first + j];
+      out[j] = {reinterpret_cast<std::uintptr_t>(std::data(b.host)), b.device.get(), std::size(b.host)};
+    }
+    return count;
+  }
+
+ private:
+  std::span<const Block> blocks_;
+};
+
 // Sets the plan a caller forces (transfer_options::plan). Throws std::invalid_argument for
 // transfer_plan::batched (the planner's choice for small page-locked copies: a pageable transfer forced to
 // it would never be submitted), for registered or staged on a transfer with no pageable side, for
@@ -164,7 +198,7 @@ class engine_core {
   // ranges (poke) or host ranges (peek) disjoint; `host_kind` pinned_host or pageable_host. `path` and
   // `plan` are the caller's transfer_options (a forced plan is refused: the blocks choose their own way).
   prepared_transfer prepare_blocks(std::string_view operation, bool to_device, memory_kind host_kind,
-                                   std::span<const block_sides> blocks, std::size_t element_size, batch_path path,
+                                   const block_source& blocks, std::size_t element_size, batch_path path,
                                    transfer_plan plan);
 
   // Starts a prepared transfer on `stream` (in submission order with other ops given that stream) or,
