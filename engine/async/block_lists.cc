@@ -28,6 +28,7 @@ constexpr std::size_t copy_alignment = 16;
 // The three arrays of `stride` copies each that lie one after another from `words` (a slab, or a staged
 // chunk past its bytes): raw page-locked memory, whose words the arrays' types give their meaning.
 copy_arrays arrays_at(std::uint64_t* words, std::size_t stride) {
+  static_assert(sizeof(CUdeviceptr) == sizeof(std::uint64_t) && sizeof(std::size_t) == sizeof(std::uint64_t));
   return {reinterpret_cast<CUdeviceptr*>(words), reinterpret_cast<CUdeviceptr*>(words + stride),
           reinterpret_cast<std::size_t*>(words + 2 * stride)};
 }
@@ -216,7 +217,7 @@ struct block_lists::list final : chunk_stager {
   batch_path path = batch_path::copy_engine;   // kernel or copy_engine, chosen at the call
   bool kernel_forced = false;                  // the caller chose batch_path::kernel
   batch_path chunk_path = batch_path::copy_engine;  // staged: the path of the chunk being submitted
-  std::vector<checked_block> blocks;           // pageable lists: host addresses as the GPU reads them
+  std::vector<checked_block> blocks;           // pageable lists (packed: host addresses in the chunk)
   std::vector<std::size_t> starts;             // staged chunk by chunk: where each block begins in the list
   std::size_t bytes = 0;                       // staged chunk by chunk: the list's bytes
   // A list that moves in one go (page-locked, or packed): its `count` copies, in slabs[0] where the checks
@@ -284,6 +285,7 @@ prepared_transfer block_lists::prepare(std::string_view operation, bool to_devic
   if (host_kind == memory_kind::pinned_host) {
     // The checks write the copies where the GPU reads them: into a free slab where the list may take the
     // kernel in one launch (none is allocated before the checks), else into memory of the list's own.
+    blocks.slabs.reserve(1);  // taking a slab never throws after it
     std::uint64_t* slab = sides.size() <= blocks_per_launch && may_take_kernel(path, sides.size())
                               ? slabs_.try_acquire_free()
                               : nullptr;
@@ -352,6 +354,7 @@ prepared_transfer block_lists::prepare(std::string_view operation, bool to_devic
     chosen = batch_path::copy_engine;
   }
   if (chosen == batch_path::kernel && !staged && !place_launches(blocks)) chosen = batch_path::copy_engine;
+  if (chosen != batch_path::kernel && !blocks.slabs.empty()) keep_copies_off_slabs(blocks);
   blocks.path = chosen;
   blocks.kernel_forced = path == batch_path::kernel;
 
@@ -382,11 +385,26 @@ bool block_lists::may_take_kernel(batch_path path, std::size_t count) const noex
   return path == batch_path::kernel || count >= settings_.automatic.min_copies;
 }
 
+void block_lists::keep_copies_off_slabs(list& blocks) {
+  if (!blocks.own) {  // the checks wrote the copies into slabs[0]
+    own_copies& own = blocks.own.emplace(blocks.count);
+    std::copy_n(blocks.copies.sources, blocks.count, own.arrays.sources);
+    std::copy_n(blocks.copies.destinations, blocks.count, own.arrays.destinations);
+    std::copy_n(blocks.copies.sizes, blocks.count, own.arrays.sizes);
+    blocks.copies = own.arrays;
+  }
+  for (std::uint64_t* slab : blocks.slabs) slabs_.release(slab);
+  blocks.slabs.clear();
+}
+
 bool block_lists::place_launches(list& blocks) {
   if (!blocks.slabs.empty()) {  // the checks wrote the copies into a slab
     blocks.launches.push_back({blocks.copies, blocks.count});
     return true;
   }
+  const std::size_t launches = (blocks.count + blocks_per_launch - 1) / blocks_per_launch;
+  blocks.slabs.reserve(launches);  // a slab taken is always held
+  blocks.launches.reserve(launches);
   for (std::size_t first = 0; first < blocks.count; first += blocks_per_launch) {
     CUresult status = CUDA_SUCCESS;
     std::uint64_t* slab = slabs_.acquire(status);

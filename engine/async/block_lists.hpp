@@ -2,14 +2,16 @@
 // launch of the gather/scatter kernel (ferry_copy_blocks), which reads and writes page-locked host memory
 // in place through unified addressing, or by one cuMemcpyBatchAsync (the copy engine). A driver call per
 // block costs a few microseconds; a launch moves a thousand 4 KiB blocks in about the time the link needs
-// for their bytes. The checks of a page-locked list write its copies, as the three arrays both paths take,
-// straight into a free descriptor slab: the GPU waits for the initiating call, and each pass over a long
-// list is a good part of the call. Pageable blocks are packed into a staging chunk first: a poke's at the
-// call, a peek's copied out once the GPU is done, before the caller hears. Pageable blocks that one chunk
-// cannot hold, or that find no chunk free at the call, are staged as a pageable transfer is, chunk by chunk
-// (leased when the list's turn comes, never waiting on a thread), each chunk's pieces moved by one launch
-// (their descriptors in the chunk, after their bytes) where the list chose the kernel and the chunk's
-// pieces suit it (as many and as small as the engine's rule asks), otherwise by one cuMemcpyBatchAsync.
+// for their bytes. The checks read the caller's list where it lies and write a page-locked list's copies,
+// as the three arrays both paths take, where they are read: into a free descriptor slab where the list may
+// take the kernel in one launch, else into arrays of the list's own. The GPU waits for the initiating call,
+// and each pass over a long list is a good part of the call. Pageable blocks are packed into a staging
+// chunk first: a poke's at the call, a peek's copied out once the GPU is done, before the caller hears.
+// Pageable blocks that one chunk cannot hold, or that find no chunk free at the call, are staged as a
+// pageable transfer is, chunk by chunk (leased when the list's turn comes, never waiting on a thread), each
+// chunk's pieces moved by one launch (their descriptors in the chunk, after their bytes) where the list
+// chose the kernel and the chunk's pieces suit it (as many and as small as the engine's rule asks),
+// otherwise by one cuMemcpyBatchAsync.
 #pragma once
 
 #include <atomic>
@@ -48,8 +50,9 @@ class block_lists {
   block_lists(const block_lists&) = delete;
   block_lists& operator=(const block_lists&) = delete;
 
-  // Checks the blocks (std::invalid_argument naming the block) and the options, then holds what the
-  // list needs (descriptor slabs, a staging chunk) until the GPU is done with it. Call in the engine's
+  // Checks the blocks (std::invalid_argument naming the block) and the options, and holds what the list
+  // needs (descriptor slabs, a staging chunk) until the GPU is done with it: a free slab may be taken
+  // before the checks, for them to write into; nothing is allocated before them. Call in the engine's
   // context.
   prepared_transfer prepare(std::string_view operation, bool to_device, memory_kind host_kind,
                             const block_source& blocks, std::size_t element_size, batch_path path,
@@ -81,6 +84,9 @@ class block_lists {
   // Puts the kernel's launches of a list that moves in one go in slabs; false (and says so) when no slab can
   // be had: the copy engine takes the list.
   bool place_launches(list& blocks);
+  // A list that the copy engine takes gives back the slab its checks wrote into (its copies moved to
+  // memory of its own): slabs are for the kernel's lists in flight.
+  void keep_copies_off_slabs(list& blocks);
   CUresult enqueue(list& blocks, CUstream stream);
   // Falls back to the copy engine (and says so in blocks.path) when the driver refuses the first launch.
   CUresult launch_kernel(list& blocks, CUstream stream);

@@ -22,8 +22,9 @@ std::string block_argument(std::size_t index, const char* side) {
   return "blocks[" + std::to_string(index) + "]." + side;
 }
 
-// The allocations found so far for one side of the blocks (most recent first). The list's loop keeps the
-// most recent one in registers (recent()) and calls check() only for a block outside it.
+// The allocations found so far for one side of the blocks (most recent first). The list's loop looks a
+// block up in the most recent one itself (recent(), kept in registers for a page-locked list's common
+// blocks) and calls check() for a block outside it.
 class known_allocations {
  public:
   // Checks [address, address + bytes) as any transfer's side is checked (the same messages, naming
@@ -262,7 +263,9 @@ checked_blocks check_list(std::string_view operation, bool to_device, memory_kin
       if (__builtin_mul_overflow(b.count, element_size, &bytes)) {
         byte_size(operation, block_argument(i, "host.size()"), b.count, element_size);  // throws
       }
-      devices.check(operation, memory_kind::device, b.device, bytes, i, "device");
+      if (b.device == 0 || !known_allocations::within(devices.recent(), b.device, bytes)) {
+        devices.check(operation, memory_kind::device, b.device, bytes, i, "device");
+      }
       if (pinned) {
         pinned_hosts.check(operation, memory_kind::pinned_host, b.host, bytes, i, "host");
       } else if (bytes > 0) {

@@ -349,6 +349,51 @@ BOOST_AUTO_TEST_CASE(automatic_lists_of_blocks_larger_than_the_engines_mean_take
   BOOST_TEST(failures_seen().empty());
 }
 
+// A page-locked list whose checks wrote into a free descriptor slab, but which the copy engine takes
+// (its blocks average more than the bound), gives the slab back at its call: a kernel list made while
+// the first still waits on its stream finds the slab free, and no slab is allocated for it.
+BOOST_AUTO_TEST_CASE(a_copy_engine_list_gives_back_the_slab_its_checks_wrote_into, *ferry::testing::only_on_sim()) {
+  options.batch_kernel_min_copies = 8;
+  options.batch_kernel_max_mean_bytes = 16 << 10;
+  start();
+  const layout small = grid_layout(21, 40, 4096, 8192, 0);
+  const layout large = grid_layout(22, 40, 20000, 40000, 8);
+  auto source = pinned_buffer<std::uint8_t>::allocate(large.host_bytes);
+  auto back = pinned_buffer<std::uint8_t>::allocate(large.host_bytes);
+  auto large_area = gpu->allocate<std::uint8_t>(device_slots * slot_bytes);
+  ferry::testing::fill_random(source.span(), 2201);
+  round_trip<pinned_span>(small, source.span(), back.span());  // the engine's first slab, free again after
+  auto small_area = gpu->allocate<std::uint8_t>(device_slots * slot_bytes);
+  const auto small_pokes = poke_list<pinned_span>(small, source.data(), small_area.get());
+  const auto large_pokes = poke_list<pinned_span>(large, source.data(), large_area.get());
+  stream held = stream::create();
+  outcome large_poked;
+  {
+    // (No synchronous call while the gate is shut: the legacy stream would wait for the held one.)
+    ferry::testing::stream_gate gate(held);
+    const std::size_t host_allocations = calls_of("cuMemHostAlloc");  // the gate's flag is one
+    gpu->poke_blocks(large_pokes, transfer_options{held}, record(large_poked));
+    const outcome small_poked = run([&](auto handler) { gpu->poke_blocks(small_pokes, handler); });
+    BOOST_TEST(!small_poked.error, small_poked.error.message());
+    BOOST_TEST(calls_of("cuMemHostAlloc") == host_allocations);
+    BOOST_TEST(large_poked.calls == 0);
+    gate.open();
+    BOOST_TEST(ferry::testing::run_until(io, [&] { return large_poked.calls == 1; }));
+  }
+  BOOST_TEST(!large_poked.error, large_poked.error.message());
+  BOOST_TEST(large_poked.bytes == large.host_bytes);
+  for (const auto& [shape, area] : {std::pair(&large, &large_area), std::pair(&small, &small_area)}) {
+    const std::vector<std::uint8_t> there = peek_list_array(device_slots * slot_bytes, area->get());
+    for (std::size_t i = 0; i < shape->bytes.size(); ++i) {
+      const std::uint8_t* from = source.data() + shape->host_offset[i];
+      BOOST_TEST(std::equal(from, from + shape->bytes[i], there.begin() + shape->device_offset[i]));
+    }
+  }
+  BOOST_TEST(gpu->plan_counts().copy_engine_block_lists == 1u);
+  BOOST_TEST(gpu->plan_counts().kernel_block_lists == 3u);
+  BOOST_TEST(failures_seen().empty());
+}
+
 BOOST_AUTO_TEST_CASE(pageable_blocks_are_packed_through_a_staging_chunk_for_the_kernel) {
   start();
   const layout shape(5);

@@ -14,7 +14,7 @@ namespace ferry::detail::stage_trace {
 
 // In the order a 4 KiB poke on an idle stream passes them.
 enum class stage : std::size_t {
-  prepare_begins,          // engine_core::prepare_copy: the argument checks
+  prepare_begins,          // engine_core::prepare_copy (or prepare_blocks): the argument checks
   prepare_ends,
   enqueue_begins,          // the fast path (start_at_once), the copy's driver call
   copy_enqueued,
