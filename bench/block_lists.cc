@@ -174,10 +174,10 @@ bench::comparison_spec list_case(block_setup& s, engine& gpu, std::string name, 
 // list (events on a stream of the caller's around it, so it starts before the call), when the handler
 // ran, and when the waiting thread saw it; for pokes and peeks, back to back and after an idle pause as
 // long as a bench trial's (the raw side's loop and the verification run between two of ferry's lists).
-// The initiating call split by the engine's stage marks (detail::stage_trace): the caller's list read
-// into the engine's form, the checks and the descriptors, the way to the stream, the launch's driver
-// call, the completion flag's write, and the op's bookkeeping until the call returns. Printed, not a
-// result row.
+// The initiating call split by the engine's stage marks (detail::stage_trace): the way to the checks,
+// the checks (which read the caller's list and write the copies where the GPU reads them), the way to
+// the stream, the launch's driver call, the completion flag's write, and the op's bookkeeping until the
+// call returns. Printed, not a result row.
 void print_where_the_time_goes(block_setup& s, engine& gpu, bool peeks, std::chrono::microseconds idle) {
   std::vector<block_pair<pinned_span<const std::uint8_t>, std::uint8_t>> pokes;
   std::vector<block_pair<pinned_span<std::uint8_t>, const std::uint8_t>> peeks_list;
@@ -252,7 +252,8 @@ void print_where_the_time_goes(block_setup& s, engine& gpu, bool peeks, std::chr
             << initiating / rounds << " us, on the GPU " << gpu_time / rounds << " us, handler ran at "
             << handler / rounds << " us, seen at " << whole / rounds << " us\n";
   if (traced > 0) {
-    const char* names[] = {"list read", "checks and descriptors", "to the stream", "launch", "flag", "bookkeeping"};
+    const char* names[] = {"to the checks", "checks (the list read, the copies written)", "to the stream", "launch",
+                           "flag", "bookkeeping"};
     std::cerr << "block_lists:   the call (mean of " << traced << " traced):";
     for (std::size_t k = 0; k < parts.size(); ++k) {
       std::cerr << (k == 0 ? " " : ", ") << names[k] << " " << parts[k] / traced;
