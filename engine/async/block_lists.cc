@@ -36,10 +36,7 @@ copy_arrays arrays_at(std::uint64_t* words, std::size_t stride) {
 // Writes `blocks` into `to` as copies, the first at index 0.
 void write_copies(const copy_arrays& to, std::span<const checked_block> blocks, bool to_device) {
   for (std::size_t j = 0; j < blocks.size(); ++j) {
-    const checked_block& b = blocks[j];
-    to.sources[j] = to_device ? b.host : b.device;
-    to.destinations[j] = to_device ? b.device : b.host;
-    to.sizes[j] = b.bytes;
+    to.put(j, blocks[j].host, blocks[j].device, blocks[j].bytes, to_device);
   }
 }
 
@@ -387,11 +384,9 @@ bool block_lists::may_take_kernel(batch_path path, std::size_t count) const noex
 
 void block_lists::keep_copies_off_slabs(list& blocks) {
   if (!blocks.own) {  // the checks wrote the copies into slabs[0]
-    own_copies& own = blocks.own.emplace(blocks.count);
-    std::copy_n(blocks.copies.sources, blocks.count, own.arrays.sources);
-    std::copy_n(blocks.copies.destinations, blocks.count, own.arrays.destinations);
-    std::copy_n(blocks.copies.sizes, blocks.count, own.arrays.sizes);
-    blocks.copies = own.arrays;
+    const copy_arrays own = blocks.own.emplace(blocks.count).arrays;
+    blocks.copies.copy_to(own, 0, blocks.count);
+    blocks.copies = own;
   }
   for (std::uint64_t* slab : blocks.slabs) slabs_.release(slab);
   blocks.slabs.clear();
@@ -417,9 +412,7 @@ bool block_lists::place_launches(list& blocks) {
     blocks.slabs.push_back(slab);
     const std::size_t count = std::min(blocks_per_launch, blocks.count - first);
     const copy_arrays to = arrays_at(slab, count);
-    std::copy_n(blocks.copies.sources + first, count, to.sources);
-    std::copy_n(blocks.copies.destinations + first, count, to.destinations);
-    std::copy_n(blocks.copies.sizes + first, count, to.sizes);
+    blocks.copies.copy_to(to, first, count);
     blocks.launches.push_back({to, count});
   }
   return true;

@@ -97,9 +97,7 @@ struct block_sink {  // a list of blocks
 struct array_sink {  // copies, as the kernel and the copy engine take them
   copy_arrays arrays;
   void put(std::size_t j, std::uintptr_t host, CUdeviceptr device, std::size_t bytes, bool to_device) const noexcept {
-    arrays.sources[j] = to_device ? host : device;
-    arrays.destinations[j] = to_device ? device : host;
-    arrays.sizes[j] = bytes;
+    arrays.put(j, host, device, bytes, to_device);
   }
   std::pair<std::uintptr_t, std::size_t> written(std::size_t j, bool) const noexcept {
     return {arrays.destinations[j], arrays.sizes[j]};

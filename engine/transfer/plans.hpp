@@ -7,6 +7,7 @@
 
 #include <cuda.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -69,6 +70,19 @@ struct copy_arrays {
   CUdeviceptr* sources = nullptr;
   CUdeviceptr* destinations = nullptr;
   std::size_t* sizes = nullptr;
+
+  // Sets copy j: `bytes` from host to device memory where to_device, else the other way.
+  void put(std::size_t j, std::uintptr_t host, CUdeviceptr device, std::size_t bytes, bool to_device) const noexcept {
+    sources[j] = to_device ? host : device;
+    destinations[j] = to_device ? device : host;
+    sizes[j] = bytes;
+  }
+  // Copies `count` copies from index `first` on into `to`, from its index 0.
+  void copy_to(const copy_arrays& to, std::size_t first, std::size_t count) const noexcept {
+    std::copy_n(sources + first, count, to.sources);
+    std::copy_n(destinations + first, count, to.destinations);
+    std::copy_n(sizes + first, count, to.sizes);
+  }
 };
 struct checked_blocks {
   // The blocks that hold bytes, in list order (empty ones are checked only); none where plan_blocks was
