@@ -224,8 +224,8 @@ BOOST_AUTO_TEST_CASE(a_batch_whose_launch_finds_the_context_failed_fails_each_co
 // 512 MiB (about 10 ms).
 BOOST_AUTO_TEST_CASE(copies_cancelled_before_their_batch_is_launched_never_move) {
   const std::size_t lead_bytes = ferry::testing::on_sim() ? std::size_t{16} << 20 : std::size_t{512} << 20;
-  options.batch_window = std::chrono::milliseconds(200);
-  options.batch_most_copies = 256;  // never full here: the batch waits out its window
+  options.batch_window = std::chrono::seconds(1);  // longer than the loop below, however slowly it runs
+  options.batch_most_copies = 256;                  // never full here: the batch waits out its window
   options.batch_max_bytes = lead_bytes;
   start(batch_path::kernel);
   pinned_buffer<std::uint8_t> lead_source = pinned_buffer<std::uint8_t>::allocate(lead_bytes);

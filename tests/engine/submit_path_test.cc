@@ -234,6 +234,7 @@ BOOST_AUTO_TEST_CASE(small_pinned_pokes_joining_a_batch_allocate_nothing_per_cop
   engine_options options;
   options.batch_window = std::chrono::milliseconds(50);
   detail::engine_core core{options};
+  const ferry::testing::paced_sim_copies paced(piece);  // copies stay in flight while the next ones start
   const double engine = engine_allocations_per_poke(core, std::nullopt, false);
   BOOST_TEST_MESSAGE("heap allocations per batched 4 KiB pinned poke: engine core " << engine);
   BOOST_TEST(core.counts().batched > 0u);

@@ -246,7 +246,9 @@ BOOST_AUTO_TEST_CASE(client_gone_mid_reply_leaves_nothing_held) {
 }
 
 BOOST_AUTO_TEST_CASE(client_that_never_reads_replies_is_dropped_at_the_write_deadline) {
-  start();
+  pipeline::server_options options = small_server_options();
+  options.write_deadline = std::chrono::milliseconds(500);
+  start(options);
   std::atomic<bool> sending_failed{false};
   std::thread writer([&] {
     client c(srv->endpoint(), 4096);
@@ -266,14 +268,15 @@ BOOST_AUTO_TEST_CASE(client_that_never_reads_replies_is_dropped_at_the_write_dea
 
 BOOST_AUTO_TEST_CASE(request_past_its_deadline_is_cancelled_and_the_connection_goes_on) {
   pipeline::server_options options = small_server_options();
-  options.request_deadline = std::chrono::milliseconds(200);
+  // Long enough for the next request on the connection to meet it however slowly the machine runs.
+  options.request_deadline = std::chrono::seconds(1);
   start(options, 1);
   client c(srv->endpoint());
   const auto late = random_vector<std::uint8_t>(300000, 7);
   c.send_request(operation::transform, late);
   BOOST_REQUIRE(eventually([&] { return gates_placed() == 1; }));
   // The GPU step is held back past the deadline; ferry's ops complete only once the GPU is done.
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  std::this_thread::sleep_for(options.request_deadline + std::chrono::milliseconds(300));
   open_gates();
   const reply r = c.read_reply();
   BOOST_CHECK_EQUAL(pipeline::to_string(r.header.status), pipeline::to_string(status::deadline_exceeded));
@@ -345,9 +348,9 @@ BOOST_AUTO_TEST_CASE(metrics_scrape_without_a_whole_header_is_closed_at_the_head
   start(options);
   boost::asio::io_context io;
   boost::asio::ip::tcp::socket scraper(io);
+  const auto sent = std::chrono::steady_clock::now();  // before the connection: the server's clock starts at it
   scraper.connect(srv->metrics_endpoint());
   boost::asio::write(scraper, boost::asio::buffer(std::string("GET /metrics HTTP/1.0\r\n")));  // never ends
-  const auto sent = std::chrono::steady_clock::now();
   char byte = 0;
   boost::system::error_code closed;
   const std::size_t read = scraper.read_some(boost::asio::buffer(&byte, 1), closed);

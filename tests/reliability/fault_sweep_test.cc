@@ -441,16 +441,21 @@ BOOST_AUTO_TEST_CASE(every_allocation_point_can_run_out_of_memory_and_says_so) {
       const std::size_t calls = run.calls.at(entry);
       for (std::size_t nth = 1; nth <= calls; ++nth) {
         sim::reset_faults();
+        const std::size_t calls_before = sim::call_counts()[entry];
         sim::fail_call(entry, static_cast<unsigned>(nth), CUDA_ERROR_OUT_OF_MEMORY);
         const std::string outcome = run_with_failure(c);
+        // Some allocations depend on timing (a descriptor slab per kernel batch in flight at once): a run
+        // may make fewer than the clean run did, and then the failure was never injected.
+        const bool fired = sim::call_counts()[entry] - calls_before >= nth;
         sim::reset_faults();
-        ++injected;
+        if (fired) ++injected;
         // An engine that gives up a path for the copy engine (no page-locked memory for a kernel's
         // descriptors) moves the bytes all the same and says so to on_failure.
         const bool as_code = outcome.rfind("error_code:", 0) == 0 && outcome.find("OUT_OF_MEMORY") != std::string::npos;
         const bool said_so = outcome.rfind("out_of_memory:", 0) == 0 || as_code ||
                              (outcome == "succeeded" && reported("OUT_OF_MEMORY"));
-        BOOST_CHECK_MESSAGE(said_so, c.name << ": " << entry << " call " << nth << " out of memory ended as: " << outcome);
+        BOOST_CHECK_MESSAGE(said_so || !fired,
+                            c.name << ": " << entry << " call " << nth << " out of memory ended as: " << outcome);
         detail::unload_kernels();
         BOOST_CHECK_MESSAGE(ferry::testing::usage_now() == clean, c.name << ": out of memory at " << entry << " call "
                                                                           << nth << " left something behind");

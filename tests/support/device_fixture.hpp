@@ -4,6 +4,8 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <chrono>
+#include <cstddef>
 #include <iostream>
 
 #include "engine/driver/driver_table.hpp"
@@ -45,6 +47,22 @@ inline auto only_with_two_devices() {
 
 // What a test can hold when it starts and must hold again when it ends (sim only).
 inline sim::usage usage_now() { return on_sim() ? sim::current_usage() : sim::usage{}; }
+
+// While it lives, each of the sim's copies of `bytes` takes `each` (sim::set_copy_bandwidth; nothing on a
+// GPU). A small copy joins a batch only while another is in flight, and the sim moves a copy as fast as
+// memcpy: on a loaded machine (a sanitizer's build beside a compile) it could answer each copy before the
+// next one starts, and none would meet. Paced, copies started one after another stay in flight.
+class paced_sim_copies {
+ public:
+  explicit paced_sim_copies(std::size_t bytes, std::chrono::microseconds each = std::chrono::milliseconds(2)) {
+    if (on_sim()) sim::set_copy_bandwidth(static_cast<double>(bytes) / std::chrono::duration<double>(each).count());
+  }
+  ~paced_sim_copies() {
+    if (on_sim()) sim::set_copy_bandwidth(0);  // the sim's default: as fast as memcpy
+  }
+  paced_sim_copies(const paced_sim_copies&) = delete;
+  paced_sim_copies& operator=(const paced_sim_copies&) = delete;
+};
 
 struct device_fixture {
   device_fixture() : primary(context::primary(device::get(0))), guard(primary) {

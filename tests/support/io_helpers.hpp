@@ -28,19 +28,10 @@ inline bool run_until(boost::asio::io_context& io, const std::function<bool()>& 
 
 // Starts `count` transfers at once (start(i, handler) starts the i-th), so that they meet in the engine's
 // batches, and runs `io` until each completed; checks that each moved `bytes_each` bytes without error.
-// A small copy joins a batch only while another is in flight. The sim moves a copy as fast as memcpy, and
-// on a loaded machine (a sanitizer's build beside other suites) it could answer each copy before the next
-// starts, so that none would meet. On the sim each copy started here takes 2 ms, as on a busy link.
+// On the sim each copy started here takes 2 ms, so that they meet however slowly they are started.
 template <class Start>
 void run_together(boost::asio::io_context& io, std::size_t count, std::size_t bytes_each, Start start) {
-  struct paced_sim_copies {
-    explicit paced_sim_copies(std::size_t bytes) {
-      if (on_sim()) sim::set_copy_bandwidth(static_cast<double>(bytes) / 2e-3);
-    }
-    ~paced_sim_copies() {
-      if (on_sim()) sim::set_copy_bandwidth(0);  // the sim's default: as fast as memcpy
-    }
-  } paced(bytes_each);
+  const paced_sim_copies paced(bytes_each);
   std::atomic<std::size_t> done{0};
   for (std::size_t i = 0; i < count; ++i) {
     start(i, [&](boost::system::error_code error, std::size_t moved) {
