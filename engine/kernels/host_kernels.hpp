@@ -48,9 +48,10 @@ void fill_2d(const kernels::fill_2d_parameters& p, ToHost&& to_host) {
 }
 
 // ferry_copy_blocks. The three arrays are device memory too, read through to_host like the blocks.
+// Returns the bytes moved.
 template <class ToHost>
-void copy_blocks(const kernels::copy_blocks_parameters& p, ToHost&& to_host) {
-  if (p.count == 0) return;
+std::uint64_t copy_blocks(const kernels::copy_blocks_parameters& p, ToHost&& to_host) {
+  if (p.count == 0) return 0;
   const std::uint64_t array_bytes = p.count * sizeof(std::uint64_t);
   const auto* sources = static_cast<const std::byte*>(to_host(p.sources, array_bytes));
   const auto* destinations = static_cast<const std::byte*>(to_host(p.destinations, array_bytes));
@@ -60,6 +61,7 @@ void copy_blocks(const kernels::copy_blocks_parameters& p, ToHost&& to_host) {
     std::memcpy(&value, array + i * sizeof value, sizeof value);
     return value;
   };
+  std::uint64_t moved = 0;
   for (std::uint64_t i = 0; i < p.count; ++i) {
     const std::uint64_t source = word(sources, i);
     const std::uint64_t destination = word(destinations, i);
@@ -67,7 +69,9 @@ void copy_blocks(const kernels::copy_blocks_parameters& p, ToHost&& to_host) {
     if (bytes == 0) continue;  // the kernel touches neither end of an empty block
     copy_range(source, destination, static_cast<const std::byte*>(to_host(source, bytes)),
                static_cast<std::byte*>(to_host(destination, bytes)), bytes);
+    moved += bytes;
   }
+  return moved;
 }
 
 // ferry_copy_span.
@@ -80,9 +84,10 @@ void copy_span(const kernels::copy_span_parameters& p, ToHost&& to_host) {
 
 // ferry_resident_copy: the ring's entries in order, each taken once every word of its slot carries its
 // tag, until an entry of kind resident_stop. `wait(looks)` is called while the next entry is not there
-// yet, with how many looks found it missing so far.
-template <class ToHost, class Wait>
-void resident_copy(const kernels::resident_copy_parameters& p, ToHost&& to_host, Wait&& wait) {
+// yet, with how many looks found it missing so far; `moved(bytes)` after an entry's bytes are copied,
+// before its flag is written.
+template <class ToHost, class Wait, class Moved>
+void resident_copy(const kernels::resident_copy_parameters& p, ToHost&& to_host, Wait&& wait, Moved&& moved) {
   auto* const ring = static_cast<kernels::resident_slot*>(to_host(p.ring, p.slots * sizeof(kernels::resident_slot)));
   auto* const consumed = static_cast<std::uint64_t*>(to_host(p.consumed, sizeof(std::uint64_t)));
   for (std::uint64_t i = p.first;; ++i) {
@@ -102,6 +107,7 @@ void resident_copy(const kernels::resident_copy_parameters& p, ToHost&& to_host,
     if (bytes > 0) {
       copy_range(source, destination, static_cast<const std::byte*>(to_host(source, bytes)),
                  static_cast<std::byte*>(to_host(destination, bytes)), bytes);
+      moved(bytes);
     }
     std::atomic_ref<std::uint64_t>(*consumed).store(i + 1, std::memory_order_release);
     auto* const word = static_cast<std::uint32_t*>(to_host(flag, sizeof(std::uint32_t)));

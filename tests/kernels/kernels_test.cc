@@ -314,7 +314,8 @@ BOOST_AUTO_TEST_CASE(the_resident_copiers_twin_waits_for_every_word_of_an_entry)
             std::all_of(destination.begin(), destination.end(), [&](std::uint8_t b) { return b == poisoned; }));
         BOOST_TEST_REQUIRE(consumed == 0u);
         ring[0].words[4] = copy[4];  // the entry's last word
-      });
+      },
+      [](std::uint64_t) {});
   BOOST_TEST(waits == 1);
   BOOST_TEST(ferry::testing::same_bytes(destination, source));
   BOOST_TEST(consumed == 1u);

@@ -48,8 +48,8 @@ inline auto only_with_two_devices() {
 // What a test can hold when it starts and must hold again when it ends (sim only).
 inline sim::usage usage_now() { return on_sim() ? sim::current_usage() : sim::usage{}; }
 
-// While it lives, each of the sim's copies of `bytes` takes `each` (sim::set_copy_bandwidth; nothing on a
-// GPU). A small copy joins a batch only while another is in flight, and the sim moves a copy as fast as
+// While it lives, the sim moves `bytes` in `each`, by copy engine or copy kernel (sim::set_copy_bandwidth;
+// nothing on a GPU). A small copy joins a batch only while another is in flight, and the sim moves a copy as fast as
 // memcpy: on a loaded machine (a sanitizer's build beside a compile) it could answer each copy before the
 // next one starts, and none would meet. Paced, copies started one after another stay in flight.
 class paced_sim_copies {

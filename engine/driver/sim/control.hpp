@@ -34,8 +34,8 @@ void fail_stream(CUstream stream, CUresult status = CUDA_ERROR_ILLEGAL_ADDRESS);
 // Clears pending injected faults and sticky errors (allocations stay).
 void reset_faults();
 
-// Caps the bandwidth of the simulated copy engines (bytes per second; 0 = as fast as memcpy), so that
-// pipelining and overlap become observable in tests.
+// Caps the bandwidth of the simulated copy engines and copy kernels (bytes per second; 0 = as fast as
+// memcpy), so that pipelining and overlap become observable in tests.
 void set_copy_bandwidth(double bytes_per_second);
 
 // The most copies the simulated copy engines had in progress at once (a paced copy counts until its

@@ -30,11 +30,13 @@ engine_run::engine_run() : start_(std::chrono::steady_clock::now()) {
 
 engine_run::~engine_run() { in_flight.fetch_sub(1); }
 
-void engine_run::pace(std::size_t bytes) const {
+void engine_run::pace(std::size_t bytes) const { pace_from(start_, bytes); }
+
+void pace_from(std::chrono::steady_clock::time_point began, std::size_t bytes) {
   const double rate = bandwidth.load(std::memory_order_relaxed);
   if (rate <= 0.0 || bytes == 0) return;
   const std::chrono::duration<double> takes(static_cast<double>(bytes) / rate);
-  std::this_thread::sleep_until(start_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(takes));
+  std::this_thread::sleep_until(began + std::chrono::duration_cast<std::chrono::steady_clock::duration>(takes));
 }
 
 }  // namespace ferry::sim::detail

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "engine/driver/sim/control.hpp"
+#include "engine/driver/sim/copy_engine.hpp"
 #include "engine/kernels/host_kernels.hpp"
 #include "kernels/parameters.hpp"
 
@@ -46,9 +47,13 @@ void register_kernel_twins() {
     ferry::sim::register_kernel("ferry_fill_2d", twin_of<ferry::detail::kernels::fill_2d_parameters>([](const ferry::detail::kernels::fill_2d_parameters& p) {
                            ferry::detail::host_kernels::fill_2d(p, to_host);
                          }));
+    // The copying kernels take the time the sim's bandwidth gives their bytes (set_copy_bandwidth).
     ferry::sim::register_kernel("ferry_copy_blocks",
                          twin_of<ferry::detail::kernels::copy_blocks_parameters>(
-                             [](const ferry::detail::kernels::copy_blocks_parameters& p) { ferry::detail::host_kernels::copy_blocks(p, to_host); }));
+                             [](const ferry::detail::kernels::copy_blocks_parameters& p) {
+                               const auto began = std::chrono::steady_clock::now();
+                               pace_from(began, ferry::detail::host_kernels::copy_blocks(p, to_host));
+                             }));
     // The twin waits on the stream's worker thread as the block waits on its SM: it yields at first,
     // then sleeps a little between looks, so that an idle copier leaves the machine's cores to the rest.
     ferry::sim::register_kernel("ferry_resident_copy",
@@ -60,11 +65,15 @@ void register_kernel_twins() {
                                  } else {
                                    std::this_thread::sleep_for(std::chrono::microseconds(20));
                                  }
-                               });
+                               }, [](std::uint64_t bytes) { pace_from(std::chrono::steady_clock::now(), bytes); });
                              }));
     ferry::sim::register_kernel("ferry_copy_span",
                          twin_of<ferry::detail::kernels::copy_span_parameters>(
-                             [](const ferry::detail::kernels::copy_span_parameters& p) { ferry::detail::host_kernels::copy_span(p, to_host); }));
+                             [](const ferry::detail::kernels::copy_span_parameters& p) {
+                               const auto began = std::chrono::steady_clock::now();
+                               ferry::detail::host_kernels::copy_span(p, to_host);
+                               pace_from(began, p.bytes);
+                             }));
   });
 }
 
