@@ -1,10 +1,10 @@
 // The engine's completion path against the raw driver, same process: a co_awaited 4 KiB poke from
 // initiation to coroutine resumption (per completion policy, with the poller writing the completion
 // flags, given no stream to the resident copier, and each after 2 ms of the caller's own work, with
-// the poller's CPU meanwhile), the same poke waited on through use_future by a
-// thread that runs no io_context, the poller's CPU use over an idle second, the
-// initiating call's cost (both ways of writing the flags), and 1024 concurrent 4 KiB copies (pokes by
-// each batch path, and peeks), with where their time went on the io thread (printed, not reported).
+// the poller's CPU meanwhile), the same poke waited on through use_future by a thread that runs no
+// io_context, the poller's CPU use over an idle second, the initiating call's cost (each way of writing
+// the flags, and posted to the resident copier), and 1024 concurrent 4 KiB copies (pokes by each batch
+// path, and peeks), with where their time went on the io thread (printed, not reported).
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
@@ -277,47 +277,88 @@ std::vector<bench::result> round_trips(setup& s) {
   return results;
 }
 
-// 1024 raw cuMemcpyHtoDAsync of 4 KiB, one per piece of the source.
-void raw_small_copies(setup& s) {
-  for (int i = 0; i < concurrent_ops; ++i) {
+// `count` raw cuMemcpyHtoDAsync of 4 KiB (1024 unless given), one per piece of the source.
+void raw_small_copies(setup& s, int count = concurrent_ops) {
+  for (int i = 0; i < count; ++i) {
     check(s.raw.cuMemcpyHtoDAsync(s.destination.get().get() + i * small_bytes, s.source.data() + i * small_bytes,
                                   small_bytes, s.raw_stream.get()),
           "cuMemcpyHtoDAsync");
   }
 }
 
-// What initiating an operation costs the caller's thread: 1024 4 KiB pokes from pinned memory on one
-// stream, initiated with a callback (the completions are not timed), against 1024 cuMemcpyHtoDAsync;
-// with the completion flags written by the initiating call, or by the poller.
-std::vector<bench::result> submit_cost(setup& s, const char* name, completion_mark marks) {
+// One way of initiating the pokes of submit_cost.
+struct submit_way {
+  const char* name;
+  completion_mark marks;
+  // Pokes per round, each side: the raw call costs less in short rounds (the stream holds less work),
+  // so a row is compared only with its own raw side.
+  int round = concurrent_ops;
+  // The pokes given no stream to the resident copier (engine_options::resident_copies), batching off so
+  // that each is posted on its own; in rounds of 128, the copier's ring (256 entries) never fills, so
+  // none falls back to the copy engine.
+  bool resident = false;
+};
+
+// What initiating an operation costs the caller's thread: rounds of 4 KiB pokes from pinned memory (on
+// one stream, or to the resident copier), initiated with a callback (the completions are not timed),
+// against as many cuMemcpyHtoDAsync on a stream; with the completion flags written by the initiating
+// call, or by the poller, or by the resident copier's kernel.
+std::vector<bench::result> submit_cost(setup& s, const submit_way& way) {
   asio::io_context io(1);
   engine_options engine_settings;
-  engine_settings.marks = marks;
+  engine_settings.marks = way.marks;
+  if (way.resident) {
+    engine_settings.resident_copies = true;
+    engine_settings.batch_window = std::chrono::microseconds(0);
+  }
   engine gpu{io.get_executor(), engine_settings};
   stream ferry_stream = stream::create();
+  const transfer_options where = way.resident ? transfer_options{} : transfer_options{ferry_stream};
+  const int round = way.round;
+  std::size_t submitted = 0;
+  std::size_t completed = 0;
+  std::size_t failed = 0;
   auto ferry_run = [&] {
-    for (int i = 0; i < concurrent_ops; ++i) {
+    for (int i = 0; i < round; ++i) {
       gpu.poke(pinned_span(host_ptr<const std::uint8_t>(s.source.get() + i * small_bytes), small_bytes),
-               s.destination.get() + i * small_bytes, ferry_stream, [](boost::system::error_code, std::size_t) {});
+               s.destination.get() + i * small_bytes, where, [&](boost::system::error_code error, std::size_t) {
+                 ++completed;
+                 if (error) ++failed;
+               });
     }
+    submitted += static_cast<std::size_t>(round);
   };
   auto drain_and_verify = [&] {
-    ferry_stream.synchronize();
+    while (completed < submitted) {
+      io.restart();
+      io.run_one();
+    }
     s.raw_stream.synchronize();
-    io.restart();
-    io.poll();
-    s.verify(small_bytes * concurrent_ops);
+    if (failed != 0) throw std::runtime_error(std::string(way.name) + ": " + std::to_string(failed) + " pokes failed");
+    // A poke the copier did not take went by the copy engine: the row would not measure the copier.
+    if (way.resident && gpu.plan_counts().resident != submitted) {
+      throw std::runtime_error(std::string(way.name) + ": the resident copier took " +
+                               std::to_string(gpu.plan_counts().resident) + " of " + std::to_string(submitted) +
+                               " pokes");
+    }
+    s.verify(small_bytes * static_cast<std::size_t>(round));
   };
-  std::vector<bench::result> results =
-      bench::compare_all({{name, 0, concurrent_ops, 2, 7, ferry_run, [&] { raw_small_copies(s); }, drain_and_verify}});
+  std::vector<bench::result> results = bench::compare_all(
+      {{way.name, 0, static_cast<std::size_t>(round), 2, 7, ferry_run, [&] { raw_small_copies(s, round); },
+        drain_and_verify}});
   gpu.wait_all(asio::use_future).get();
   return results;
 }
 
 std::vector<bench::result> submit_costs(setup& s) {
-  std::vector<bench::result> results = submit_cost(s, "submit_4KiB", completion_mark::by_submitter);
-  const std::vector<bench::result> by_poller = submit_cost(s, "submit_4KiB_marks_by_poller", completion_mark::by_poller);
-  results.insert(results.end(), by_poller.begin(), by_poller.end());
+  std::vector<bench::result> results;
+  for (const submit_way& way : {submit_way{"submit_4KiB", completion_mark::by_submitter},
+                                submit_way{"submit_4KiB_marks_by_poller", completion_mark::by_poller},
+                                submit_way{"submit_4KiB_rounds_of_128", completion_mark::by_submitter, 128},
+                                submit_way{"submit_4KiB_resident", completion_mark::by_submitter, 128, true}}) {
+    const std::vector<bench::result> rows = submit_cost(s, way);
+    results.insert(results.end(), rows.begin(), rows.end());
+  }
   return results;
 }
 

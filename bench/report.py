@@ -87,6 +87,8 @@ ENGINE_LABELS = {
     "poller_idle_cpu_blocking_sync": "poller CPU over an idle second, blocking_sync",
     "submit_4KiB": "initiating one 4 KiB poke (callback)",
     "submit_4KiB_marks_by_poller": "the same, the poller writing the completion flag",
+    "submit_4KiB_rounds_of_128": "the same in rounds of 128 pokes (1024 above), each side",
+    "submit_4KiB_resident": "the same given no stream, posted to the resident copier (rounds of 128)",
     "many_small_4KiB": "1024 concurrent 4 KiB pokes from coroutines (batch path automatic)",
     "many_small_4KiB_kernel": "the same, every batch by the gather kernel",
     "many_small_4KiB_copy_engine": "the same, every batch by cuMemcpyBatchAsync",
