@@ -290,8 +290,7 @@ void raw_small_copies(setup& s, int count = concurrent_ops) {
 struct submit_way {
   const char* name;
   completion_mark marks;
-  // Pokes per round, each side: the raw call costs less in short rounds (the stream holds less work),
-  // so a row is compared only with its own raw side.
+  // Pokes per round, each side (the raw side makes as many calls).
   int round = concurrent_ops;
   // The pokes given no stream to the resident copier (engine_options::resident_copies), batching off so
   // that each is posted on its own; in rounds of 128, the copier's ring (256 entries) never fills, so
