@@ -893,6 +893,59 @@ BOOST_AUTO_TEST_CASE(bad_blocks_are_refused_naming_the_block_before_anything_mov
   BOOST_TEST(tiny_chunks.plan_counts().staged == 0u);
 }
 
+// Mapped page-locked memory may be both sides of a list (its device address is a device side): blocks
+// whose two sides lie apart in it move, every byte checked each way, and a block whose sides overlap
+// is refused naming it, whether it is the list's first block or one after blocks in the same memory.
+BOOST_AUTO_TEST_CASE(mapped_memory_may_be_both_sides_of_a_list_but_not_of_one_block) {
+  start();
+  constexpr std::size_t blocks = 8, block_bytes = 96;
+  auto mapped = pinned_buffer<std::uint8_t>::allocate(4 * blocks * block_bytes, alloc_flags::device_mapped);
+  const device_ptr<std::uint8_t> as_device = get_device_ptr(alloc_flags::none, mapped.get());
+  std::span<std::uint8_t> all = mapped.span();
+  ferry::testing::fill_random(all, 909);
+  const std::vector<std::uint8_t> before(all.begin(), all.end());
+  // Block i: host bytes [i * 96, +96) to device bytes [2 * 8 * 96 + (7 - i) * 96, +96), and back from there
+  // into the last quarter.
+  const std::size_t device_from = 2 * blocks * block_bytes, back_from = 3 * blocks * block_bytes;
+  using poke_block = block_pair<pinned_span<const std::uint8_t>, std::uint8_t>;
+  using peek_block = block_pair<pinned_span<std::uint8_t>, const std::uint8_t>;
+  std::vector<poke_block> pokes;
+  std::vector<peek_block> peeks;
+  for (std::size_t i = 0; i < blocks; ++i) {
+    const std::size_t device_offset = device_from + (blocks - 1 - i) * block_bytes;
+    pokes.push_back({pinned_span(host_ptr<const std::uint8_t>(mapped.data() + i * block_bytes), block_bytes),
+                     as_device + device_offset});
+    peeks.push_back({pinned_span(host_ptr<std::uint8_t>(mapped.data() + back_from + i * block_bytes), block_bytes),
+                     device_ptr<const std::uint8_t>(as_device + device_offset)});
+  }
+  outcome poked = run([&](auto handler) { gpu->poke_blocks(pokes, handler); });
+  BOOST_TEST(!poked.error, poked.error.message());
+  outcome peeked = run([&](auto handler) { gpu->peek_blocks(peeks, handler); });
+  BOOST_TEST(!peeked.error, peeked.error.message());
+  std::vector<std::uint8_t> expected = before;
+  for (std::size_t i = 0; i < blocks; ++i) {
+    const auto block = before.begin() + static_cast<std::ptrdiff_t>(i * block_bytes);
+    std::copy_n(block, block_bytes, expected.begin() + static_cast<std::ptrdiff_t>(device_from + (blocks - 1 - i) *
+                                                                                                   block_bytes));
+    std::copy_n(block, block_bytes, expected.begin() + static_cast<std::ptrdiff_t>(back_from + i * block_bytes));
+  }
+  BOOST_TEST(ferry::testing::same_bytes(std::vector<std::uint8_t>(all.begin(), all.end()), expected));
+
+  // Block 5's device side starts 32 bytes into its own host side.
+  std::vector<poke_block> overlapping = pokes;
+  overlapping[5].device = as_device + 5 * block_bytes + 32;
+  ferry::testing::expect_error<std::invalid_argument>(
+      [&] { gpu->poke_blocks(overlapping, asio::use_future); },
+      {"engine::poke_blocks: blocks[5].host [", ") and blocks[5].device [", ") overlap"});
+  std::vector<poke_block> first_overlapping(pokes.begin(), pokes.begin() + 1);
+  first_overlapping[0].device = as_device + 16;
+  ferry::testing::expect_error<std::invalid_argument>(
+      [&] { gpu->poke_blocks(first_overlapping, asio::use_future); },
+      {"engine::poke_blocks: blocks[0].host [", ") and blocks[0].device [", ") overlap"});
+  BOOST_TEST(gpu->plan_counts().pinned == 2u);  // the two lists that moved; the refused ones started nothing
+  BOOST_TEST(failures_seen().empty());
+}
+
 // A list queued on a stream behind a staged poke that cannot finish submitting (its one staging chunk
 // waits behind a closed gate) is cancelled there: it is never submitted, completes with
 // operation_aborted once its turn comes, and its bytes never move.

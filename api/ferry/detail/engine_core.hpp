@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "ferry/detail/operation.hpp"
+#include "ferry/detail/prefetch.hpp"
 #include "ferry/detail/transfer.hpp"
 #include "ferry/engine_options.hpp"
 
@@ -115,6 +116,9 @@ class block_source {
   virtual std::size_t size() const noexcept = 0;
   // Writes blocks [first, first + out.size()) into `out`, fewer where the list ends first; returns how many.
   virtual std::size_t read(std::size_t first, std::span<block_sides> out) const noexcept = 0;
+  // Asks the cache for blocks [first, first + count) (those in the list), ahead of their read: a list the
+  // caller wrote a while ago is in memory, and reading it line by line waits for each line in turn.
+  virtual void prefetch(std::size_t first, std::size_t count) const noexcept = 0;
 
  protected:
   ~block_source() = default;
@@ -134,6 +138,10 @@ class blocks_of final : public block_source {
       out[j] = {reinterpret_cast<std::uintptr_t>(std::data(b.host)), b.device.get(), std::size(b.host)};
     }
     return count;
+  }
+  void prefetch(std::size_t first, std::size_t count) const noexcept override {
+    if (first >= blocks_.size()) return;
+    prefetch_for_reading(blocks_.data() + first, std::min(count, blocks_.size() - first) * sizeof(Block));
   }
 
  private:
