@@ -70,6 +70,13 @@ result compare(const comparison_spec& spec) {
     }
   }
   std::fprintf(stderr, "\r%80s\r", "");
+  // The medians hide how the trials spread: a row whose trials split in two (some paying a wake-up, say)
+  // reads as one figure. The spread goes to the log beside them.
+  const auto [ferry_fastest, ferry_slowest] = std::minmax_element(ferry_times.begin(), ferry_times.end());
+  const auto [raw_fastest, raw_slowest] = std::minmax_element(raw_times.begin(), raw_times.end());
+  std::fprintf(stderr, "  %s: a trial took %.1f / %.1f / %.1f us (fastest / median / slowest), raw %.1f / %.1f / "
+               "%.1f\n", spec.name.c_str(), *ferry_fastest * 1e6, median(ferry_times) * 1e6, *ferry_slowest * 1e6,
+               *raw_fastest * 1e6, median(raw_times) * 1e6, *raw_slowest * 1e6);
   return {spec.name, spec.bytes, median(ferry_times), median(raw_times), spec.trials, spec.calls_per_run, ""};
 }
 
