@@ -221,9 +221,8 @@ template <bool to_device, class Sink>
 [[gnu::noinline]] std::size_t check_common_blocks(std::span<const block_sides> blocks, std::size_t first,
                                                   std::size_t element_size, known_range device_range,
                                                   known_range host_range, Sink sink, list_totals& totals) {
-  const std::uintptr_t device_end = device_range.base + device_range.size;
-  const std::uintptr_t host_end = host_range.base + host_range.size;
-  const bool ranges_apart = device_end <= host_range.base || host_end <= device_range.base;
+  const bool ranges_apart = device_range.base + device_range.size <= host_range.base ||
+                            host_range.base + host_range.size <= device_range.base;
   std::size_t filled = totals.filled;
   std::size_t sum = totals.bytes;
   written_extent extent = totals.written;
@@ -232,11 +231,11 @@ template <bool to_device, class Sink>
     const block_sides& b = blocks[i];
     std::size_t bytes = 0;
     std::size_t next = 0;
-    // Inside a range: at or after its base, and no more bytes than are left to its end (a null side is in
-    // no range: a found range never starts at 0, and bytes is above zero).
-    if (__builtin_mul_overflow(b.count, element_size, &bytes) || bytes == 0 || b.device < device_range.base ||
-        b.device > device_end || bytes > device_end - b.device || b.host < host_range.base || b.host > host_end ||
-        bytes > host_end - b.host || (!ranges_apart && b.host < b.device + bytes && b.device < b.host + bytes) ||
+    // A null side is in no range: within() needs bytes above zero there.
+    if (__builtin_mul_overflow(b.count, element_size, &bytes) || bytes == 0 ||
+        !known_allocations::within(device_range, b.device, bytes) ||
+        !known_allocations::within(host_range, b.host, bytes) ||
+        (!ranges_apart && b.host < b.device + bytes && b.device < b.host + bytes) ||
         __builtin_add_overflow(sum, bytes, &next)) {
       break;
     }

@@ -924,10 +924,10 @@ BOOST_AUTO_TEST_CASE(mapped_memory_may_be_both_sides_of_a_list_but_not_of_one_bl
   BOOST_TEST(!peeked.error, peeked.error.message());
   std::vector<std::uint8_t> expected = before;
   for (std::size_t i = 0; i < blocks; ++i) {
+    const auto at = [&](std::size_t offset) { return expected.begin() + static_cast<std::ptrdiff_t>(offset); };
     const auto block = before.begin() + static_cast<std::ptrdiff_t>(i * block_bytes);
-    std::copy_n(block, block_bytes, expected.begin() + static_cast<std::ptrdiff_t>(device_from + (blocks - 1 - i) *
-                                                                                                   block_bytes));
-    std::copy_n(block, block_bytes, expected.begin() + static_cast<std::ptrdiff_t>(back_from + i * block_bytes));
+    std::copy_n(block, block_bytes, at(device_from + (blocks - 1 - i) * block_bytes));
+    std::copy_n(block, block_bytes, at(back_from + i * block_bytes));
   }
   BOOST_TEST(ferry::testing::same_bytes(std::vector<std::uint8_t>(all.begin(), all.end()), expected));
 
