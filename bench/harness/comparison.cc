@@ -77,6 +77,17 @@ result compare(const comparison_spec& spec) {
   std::fprintf(stderr, "  %s: a trial took %.1f / %.1f / %.1f us (fastest / median / slowest), raw %.1f / %.1f / "
                "%.1f\n", spec.name.c_str(), *ferry_fastest * 1e6, median(ferry_times) * 1e6, *ferry_slowest * 1e6,
                *raw_fastest * 1e6, median(raw_times) * 1e6, *raw_slowest * 1e6);
+  // Where a side's trials spread by more than a quarter, each trial in the order run: whether the slow ones
+  // follow the longer pauses (even trials run ferry first, odd ones raw first) or come in a stretch.
+  const auto list_if_spread = [&spec](const char* side, const std::vector<double>& times, double fastest,
+                                      double slowest) {
+    if (slowest <= fastest * 1.25) return;
+    std::fprintf(stderr, "  %s: %s trials in order (us):", spec.name.c_str(), side);
+    for (double t : times) std::fprintf(stderr, " %.1f", t * 1e6);
+    std::fprintf(stderr, "\n");
+  };
+  list_if_spread("ferry", ferry_times, *ferry_fastest, *ferry_slowest);
+  list_if_spread("raw", raw_times, *raw_fastest, *raw_slowest);
   return {spec.name, spec.bytes, median(ferry_times), median(raw_times), spec.trials, spec.calls_per_run, ""};
 }
 
