@@ -35,6 +35,9 @@ const endpoint& host_side_of(const prepared_transfer& transfer) {
 // Pinned or registered memory passed as a plain span: the driver knows the whole range as page-locked.
 bool engine_core::impl::known_page_locked(const prepared_transfer& transfer) const {
   const endpoint& host = host_side_of(transfer);
+  if (transfer.host_range_asked) {
+    return transfer.host_range_end != 0 && host.address + transfer.bytes <= transfer.host_range_end;
+  }
   const auto known = host_range_known_to_driver(host.address);
   return known && host.address + transfer.bytes <= known->base + known->size;
 }

@@ -26,20 +26,27 @@ std::string_view how_to_get(memory_kind kind) {
 
 }  // namespace
 
-std::optional<known_range> host_range_known_to_driver(std::uintptr_t address) noexcept {
+host_memory_facts ask_driver_about_host_memory(std::uintptr_t address) noexcept {
   CUdeviceptr base = 0;
   std::size_t size = 0;
   int device = -1;
+  unsigned type = 0, managed = 0;
   // Pointer attributes cover every kind the driver tracks (device, managed, pinned, registered) under
-  // unified addressing, in one call: every engine op asks this before its work is enqueued. (An address
-  // the driver does not know is no error here: its size reads 0.)
+  // unified addressing, in one call: an op with a pageable side asks this once before its work is
+  // enqueued. (An address the driver does not know is no error here: every attribute reads 0.)
   CUpointer_attribute attributes[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
-                                      CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
-  void* values[] = {&base, &size, &device};
-  if (detail::driver().cuPointerGetAttributes(3, attributes, values, address) == CUDA_SUCCESS && size != 0) {
-    return known_range{static_cast<std::uintptr_t>(base), size, device};
-  }
-  return std::nullopt;
+                                      CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                      CU_POINTER_ATTRIBUTE_IS_MANAGED};
+  void* values[] = {&base, &size, &device, &type, &managed};
+  host_memory_facts facts;
+  if (detail::driver().cuPointerGetAttributes(5, attributes, values, address) != CUDA_SUCCESS) return facts;
+  facts.device_only = type == CU_MEMORYTYPE_DEVICE && !managed;
+  if (size != 0) facts.range = known_range{static_cast<std::uintptr_t>(base), size, device};
+  return facts;
+}
+
+std::optional<known_range> host_range_known_to_driver(std::uintptr_t address) noexcept {
+  return ask_driver_about_host_memory(address).range;
 }
 
 std::optional<known_range> range_known_to_driver(std::uintptr_t address) noexcept {
@@ -73,13 +80,7 @@ std::optional<known_range> known_range_of(std::uintptr_t address) noexcept {
 }  // namespace
 
 bool is_device_only_memory(std::uintptr_t address) noexcept {
-  // One call, which reads zeros for memory the driver does not know (every plain pageable buffer)
-  // where cuPointerGetAttribute would fail.
-  unsigned type = 0, managed = 0;
-  CUpointer_attribute attributes[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED};
-  void* values[] = {&type, &managed};
-  return detail::driver().cuPointerGetAttributes(2, attributes, values, address) == CUDA_SUCCESS &&
-         type == CU_MEMORYTYPE_DEVICE && !managed;
+  return ask_driver_about_host_memory(address).device_only;
 }
 
 std::optional<known_range> check_side(std::string_view operation, const endpoint& side, std::size_t offset,

@@ -30,10 +30,17 @@ bool on_current_device(const known_range& range) noexcept;
 // The allocation holding `address`, or nullopt when the driver knows no such memory.
 std::optional<known_range> range_known_to_driver(std::uintptr_t address) noexcept;
 
-// The same for an address the caller passed as host memory (what a pageable side turns out to be:
-// pinned, registered or managed memory, or nothing the driver knows), in one driver call that does not
-// fail for memory the driver does not know: range_known_to_driver's fallback for device memory would
-// fail for every plain pageable buffer, once per op.
+// What the driver knows of an address the caller passed as host memory (what a pageable side turns out
+// to be: pinned, registered or managed memory, device memory, or nothing the driver knows), asked in one
+// driver call that does not fail for memory the driver does not know: range_known_to_driver's fallback
+// for device memory would fail for every plain pageable buffer, once per op.
+struct host_memory_facts {
+  bool device_only = false;          // device memory that the host cannot read (not managed)
+  std::optional<known_range> range;  // the allocation holding it, if the driver knows one
+};
+host_memory_facts ask_driver_about_host_memory(std::uintptr_t address) noexcept;
+
+// The allocation holding an address passed as host memory: ask_driver_about_host_memory's range.
 std::optional<known_range> host_range_known_to_driver(std::uintptr_t address) noexcept;
 
 // Throws std::invalid_argument unless side.address is non-null (a null pageable one is accepted when
@@ -52,7 +59,7 @@ constexpr bool runs_past_address_space(std::uintptr_t address, std::size_t offse
   return offset > UINTPTR_MAX - address || bytes - 1 > UINTPTR_MAX - address - offset;
 }
 
-// Whether `address` is device memory that the host cannot read (device memory that is not managed).
+// Whether `address` is device memory that the host cannot read: ask_driver_about_host_memory's device_only.
 bool is_device_only_memory(std::uintptr_t address) noexcept;
 
 // Throws std::invalid_argument when [a, a + bytes) and [b, b + bytes) overlap.

@@ -56,15 +56,21 @@ CUresult enqueue_copy_1d(const plan_1d& plan, const endpoint& source, const endp
 prepared_transfer prepare_copy_1d(std::string_view operation, std::size_t count, std::size_t element_size,
                                   const endpoint& source, const endpoint& destination) {
   const plan_1d plan = plan_copy_1d(operation, count, element_size, source, destination);
+  prepared_transfer transfer;
   // A pageable side may be staged: the engine's threads then read or write it on the host, which
-  // device memory passed as a host span would not survive (the fuzzer met it as a crash).
+  // device memory passed as a host span would not survive (the fuzzer met it as a crash). The same
+  // driver call tells the planner whether the driver knows the side as page-locked. (One side at most
+  // is host memory: plan_copy_1d refuses two.)
   for (const endpoint* side : {&source, &destination}) {
-    if (side->kind == memory_kind::pageable_host && plan.bytes > 0 && is_device_only_memory(side->address)) {
+    if (side->kind != memory_kind::pageable_host || plan.bytes == 0) continue;
+    const host_memory_facts facts = ask_driver_about_host_memory(side->address);
+    if (facts.device_only) {
       throw_invalid_argument(operation, std::string(side->argument) + " " + hex(side->address) +
                                             " is device memory, not host memory (pass it as a device_ptr)");
     }
+    transfer.host_range_asked = true;
+    transfer.host_range_end = facts.range ? facts.range->base + facts.range->size : 0;
   }
-  prepared_transfer transfer;
   transfer.operation = operation;
   transfer.bytes = plan.bytes;
   transfer.source = source;

@@ -75,6 +75,11 @@ struct prepared_transfer {
   endpoint source{};
   endpoint destination{};
   bool pageable = false;  // a side is pageable host memory: the planner decides how it moves
+  // What the checks learned of the pageable side from the driver, so that the planner need not ask again:
+  // where host_range_asked, the end of the allocation the driver knows holding it (pinned, registered or
+  // managed memory passed as a plain span), or 0 where it knows none.
+  bool host_range_asked = false;
+  std::uintptr_t host_range_end = 0;
   bool batchable = false;  // a plain 1-D copy, which cuMemcpyBatchAsync can carry
   // Its device sides are memory of the engine's device, which the engine's kernels (the batch path's,
   // the resident copier's) reach; another device's memory only the copy engine reaches.
