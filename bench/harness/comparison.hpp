@@ -48,7 +48,7 @@ struct result {
 
 // Runs spec.warmups untimed rounds, then spec.trials rounds of (ferry, verify, raw, verify), alternating
 // which goes first, and returns the medians. Prints a progress line to stderr, then each side's fastest,
-// median and slowest trial.
+// median and slowest trial, and a side's trials in order where they spread by more than a quarter.
 result compare(const comparison_spec& spec);
 
 // A benchmark's table run by one loop: compare() on each case, in the table's order.
