@@ -43,7 +43,8 @@
 //   (Asio asks that associated-allocator memory be freed before the handler is invoked).
 // - Ordering: ops given the same stream (transfer_options::stream) run in submission order; ops given none run on pool streams
 //   and may overlap. order(first, then) makes later work on `then` wait for work on `first` (an event,
-//   never a host wait); wait_all completes when everything submitted before it is done.
+//   never a host wait); wait_all completes when everything submitted before it is done, and
+//   wait(stream) when the work queued on a stream before it is done, whoever queued it.
 #pragma once
 
 #include "ferry/detail/require_cxx20.hpp"
@@ -327,6 +328,31 @@ class engine {
                              check_executor_alive();
                              core_->wait_all(detail::make_operation(std::move(handler), detail::deliver_status{},
                                                                     executor_, core_));
+                           }},
+        token);
+  }
+
+  // Completes (void(error_code)) once all the work queued on `stream` before this call has completed,
+  // whoever queued it: ferry's ops given that stream (a staged transfer once its last chunk is done) and
+  // the program's own work there (its kernels: kernel_module::launch, cuLaunchKernel; other libraries'
+  // work). No thread waits: a completion mark goes on the stream behind that work and the engine's
+  // poller watches it, as it watches every op. Fails with the driver's error when that work failed (a
+  // kernel's fault, which the context keeps: sticky_error()). Per-operation cancellation: terminal,
+  // partial (a wait still queued behind a staged transfer's submission is not put on the stream and
+  // completes with operation_aborted when its turn comes; one on the stream, once the work is done).
+  // Which thread runs the handler: one running its associated executor, never inside this call. Throws
+  // std::invalid_argument, before anything is queued, when `stream` belongs to another context than the
+  // engine's or the driver knows no such stream; cuda_error when the driver cannot say.
+  template <class Token>
+  auto wait(stream_ref stream, Token&& token) {
+    core_->check_stream("engine::wait", stream.get());
+    return boost::asio::async_initiate<Token, status_signature>(
+        detail::initiation{executor_,
+                           [this, stream](auto handler) {
+                             check_executor_alive();
+                             core_->wait_stream(detail::make_operation(std::move(handler), detail::deliver_status{},
+                                                                       executor_, core_),
+                                                stream.get());
                            }},
         token);
   }

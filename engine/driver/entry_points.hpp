@@ -78,6 +78,7 @@
   X(cuStreamDestroy, 4000)                \
   X(cuStreamSynchronize, 2000)            \
   X(cuStreamQuery, 2000)                  \
+  X(cuStreamGetCtx, 9020)                 \
   X(cuStreamWaitEvent, 3020)              \
   X(cuStreamWaitValue32, 11070)           \
   X(cuStreamWriteValue32, 11070)          \

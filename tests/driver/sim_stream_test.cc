@@ -36,6 +36,30 @@ void append(void* entry) {
 
 BOOST_AUTO_TEST_SUITE(sim_streams)
 
+BOOST_AUTO_TEST_CASE(cu_stream_get_ctx_names_the_context_a_stream_was_made_in) {
+  sim_context fixture;
+  CUstream primary_stream = nullptr;
+  BOOST_REQUIRE(sim().cuStreamCreate(&primary_stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  CUcontext created = nullptr;
+  BOOST_REQUIRE(sim().cuCtxCreate(&created, nullptr, 0, 0) == CUDA_SUCCESS);  // current from here on
+  CUstream created_stream = nullptr;
+  BOOST_REQUIRE(sim().cuStreamCreate(&created_stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  CUcontext owner = nullptr;
+  BOOST_TEST(sim().cuStreamGetCtx(primary_stream, &owner) == CUDA_SUCCESS);
+  BOOST_TEST(owner == fixture.ctx);
+  BOOST_TEST(sim().cuStreamGetCtx(created_stream, &owner) == CUDA_SUCCESS);
+  BOOST_TEST(owner == created);
+  // The legacy default stream is the current context's.
+  BOOST_TEST(sim().cuStreamGetCtx(CU_STREAM_LEGACY, &owner) == CUDA_SUCCESS);
+  BOOST_TEST(owner == created);
+  BOOST_TEST(sim().cuStreamGetCtx(created_stream, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  BOOST_TEST(sim().cuStreamDestroy(created_stream) == CUDA_SUCCESS);
+  BOOST_TEST(sim().cuStreamGetCtx(created_stream, &owner) == CUDA_ERROR_INVALID_HANDLE);
+  BOOST_TEST(sim().cuCtxDestroy(created) == CUDA_SUCCESS);
+  BOOST_TEST(sim().cuCtxSetCurrent(fixture.ctx) == CUDA_SUCCESS);
+  BOOST_TEST(sim().cuStreamDestroy(primary_stream) == CUDA_SUCCESS);
+}
+
 BOOST_AUTO_TEST_CASE(cu_stream_create_takes_default_or_non_blocking_and_destroy_needs_a_live_stream) {
   sim_context fixture;
   const std::size_t streams_before = ferry::sim::current_usage().streams;

@@ -340,6 +340,30 @@ std::vector<operation_case> cases() {
          require(std::equal(values.begin(), values.end(), back.data()), "resident copier bytes");
          require(injecting || gpu.plan_counts().resident == 2 * copies, "the copies went to the resident copier");
        }},
+      {"engine: the program's own copy on a stream, waited for by engine::wait",
+       [] {
+         asio::io_context io;
+         engine gpu{io.get_executor(), reporting()};
+         auto values = random_vector<std::uint32_t>(4096, 13);
+         pinned_buffer<std::uint32_t> source = pinned_buffer<std::uint32_t>::allocate(values.size());
+         std::copy(values.begin(), values.end(), source.data());
+         auto device = gpu.allocate<std::uint32_t>(values.size());
+         stream s = stream::create();
+         // However the wait ends, the copy is done before its memory goes (a failed synchronize means
+         // the stream's work ended too).
+         struct drained {
+           stream& s;
+           ~drained() {
+             try {
+               s.synchronize();
+             } catch (const cuda_error&) {
+             }
+           }
+         } drain{s};
+         poke_array_async(values.size(), host_ptr<const std::uint32_t>(source.get()), device.get(), s);
+         await([&](auto done) { gpu.wait(s, done); });
+         require(same_bytes(peek_list_array(values.size(), device.get()), values), "the bytes waited for");
+       }},
   };
 }
 
@@ -423,8 +447,9 @@ BOOST_AUTO_TEST_CASE(every_driver_call_of_every_operation_can_fail_once_without_
   BOOST_TEST_MESSAGE(injected << " failures injected, " << reported << " reported as errors, the rest absorbed");
   BOOST_TEST(injected > 100u);
   // The engine's own paths were among them: completion flags, batches and block lists by the copy engine,
-  // the gather/scatter and resident kernels (their module's load and launches).
-  for (const char* entry : {"cuStreamWriteValue32", "cuMemcpyBatchAsync", "cuModuleLoadData", "cuLaunchKernel"}) {
+  // the gather/scatter and resident kernels (their module's load and launches), a stream wait's check.
+  for (const char* entry :
+       {"cuStreamWriteValue32", "cuMemcpyBatchAsync", "cuModuleLoadData", "cuLaunchKernel", "cuStreamGetCtx"}) {
     BOOST_TEST(reached.count(entry) == 1u, entry << " failed in turn");
   }
 }

@@ -227,6 +227,14 @@ class engine_core {
   // Completes `op` once every operation started before it has completed.
   void wait_all(std::shared_ptr<operation> op);
 
+  // engine::wait's argument check: std::invalid_argument naming `stream` when the driver knows no such
+  // stream, or it belongs to another context than the engine's (naming both), before anything is queued.
+  void check_stream(std::string_view operation, CUstream stream);
+  // Completes `op` once all the work queued on `stream` before the call has completed, whoever queued
+  // it: a completion mark goes on the stream behind that work, in submission order with the ops given
+  // that stream (after a staged transfer's last chunk).
+  void wait_stream(std::shared_ptr<operation> op, CUstream stream);
+
   // Makes work submitted to `then` from now on wait for work submitted to `first` so far (an event;
   // the host does not wait). A failure to record or wait is reported to options.on_failure.
   void order(CUstream first, CUstream then);

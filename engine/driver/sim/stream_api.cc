@@ -65,6 +65,15 @@ CUresult cuStreamQuery(CUstream hStream) {
   return idle ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
+// The context a stream belongs to; the legacy and per-thread handles name the current context's.
+CUresult cuStreamGetCtx(CUstream hStream, CUcontext* pctx) {
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<stream> s;
+  FERRY_SIM_TRY(resolve_stream(hStream, s));
+  *pctx = s->owner().handle();
+  return CUDA_SUCCESS;
+}
+
 CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
   std::shared_ptr<stream> s;
   std::shared_ptr<event> e;
