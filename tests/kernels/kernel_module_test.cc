@@ -3,9 +3,11 @@
 // itself, on sim the twin that :sim_twin registers under its name.
 #include "ferry/kernel_module.hpp"  // first: the public header compiles on its own
 
+#include <boost/asio/io_context.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -17,6 +19,7 @@
 #include "examples/pipeline_server/kernels/fatbin.hpp"
 #include "examples/pipeline_server/kernels/parameters.hpp"
 #include "examples/pipeline_server/kernels/transform.hpp"
+#include "ferry/engine.hpp"
 #include "ferry/marshal.hpp"
 #include "tests/support/device_fixture.hpp"
 #include "tests/support/expect_error.hpp"
@@ -87,6 +90,27 @@ BOOST_AUTO_TEST_CASE(a_launch_runs_the_kernel_on_the_callers_stream) {
   BOOST_CHECK_GT(transform_module().resident_threads(), 0u);
   transform_module().launch(0, one_block, job.params, s);
   s.synchronize();
+  BOOST_CHECK_EQUAL(job.checksum(), expected_checksum(job.data));
+}
+
+// The program's kernel on a stream of its own, waited for through an engine: the wait completes once the
+// kernel is done (the checksum is read on the legacy stream, which a non-blocking stream does not order).
+BOOST_AUTO_TEST_CASE(an_engine_wait_on_the_stream_completes_once_the_kernel_is_done) {
+  checksum_job job(1 << 20);
+  primary.ref().synchronize();  // the job's pageable poke has landed
+  boost::asio::io_context io;
+  engine gpu{io.get_executor()};
+  stream s = stream::create();
+  std::optional<boost::system::error_code> waited;
+  transform_module().launch(0, one_block, job.params, s);
+  gpu.wait(s, [&](boost::system::error_code error) { waited = error; });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!waited && std::chrono::steady_clock::now() < deadline) {
+    io.restart();
+    io.run_for(std::chrono::milliseconds(5));
+  }
+  BOOST_REQUIRE(waited.has_value());
+  BOOST_TEST(!*waited);
   BOOST_CHECK_EQUAL(job.checksum(), expected_checksum(job.data));
 }
 
