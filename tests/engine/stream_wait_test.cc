@@ -1,7 +1,7 @@
 // engine::wait: completes once the work queued on a stream before it is done, whoever queued it (here
 // the program itself, through the Marshal API, behind a gate that holds the stream), in order with the
 // engine's own ops on that stream; under Asio's tokens and composition; cancellation, a failure of the
-// work before it, and a stream of another context.
+// work before it, and a stream of another context; under each completion policy.
 #include "ferry/engine.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -158,6 +158,37 @@ BOOST_AUTO_TEST_CASE(follows_a_staged_transfer_given_the_same_stream_and_precede
   BOOST_TEST((order == std::vector<std::string>{"poke", "wait", "later poke"}));
   BOOST_TEST(same_bytes(peek_list_array(count, device.get()), values));
   BOOST_TEST(after.arrived());
+}
+
+BOOST_AUTO_TEST_CASE(waits_under_every_completion_policy_and_mark) {
+  struct setting {
+    completion_policy policy;
+    completion_mark marks;
+  };
+  std::uint32_t seed = 712;
+  for (const setting& s : {setting{completion_policy::poll, completion_mark::by_submitter},
+                           setting{completion_policy::poll, completion_mark::by_poller},
+                           setting{completion_policy::host_callback, completion_mark::by_submitter},
+                           setting{completion_policy::blocking_sync, completion_mark::by_submitter}}) {
+    engine_options options;
+    options.policy = s.policy;
+    options.marks = s.marks;
+    engine other{io.get_executor(), options};
+    stream held = stream::create();
+    queued_bytes bytes(other, (256 << 10) / 4, seed++);
+    ferry::testing::stream_gate gate(held);
+    bytes.queue_by_the_program(held);
+    waited outcome;
+    other.wait(held, record(outcome));
+    ferry::testing::run_for_a_while(io, std::chrono::milliseconds(50));
+    const std::string which = "policy " + std::to_string(static_cast<int>(s.policy)) + ", marks " +
+                              std::to_string(static_cast<int>(s.marks));
+    BOOST_TEST(outcome.calls == 0, which);
+    gate.open();
+    BOOST_TEST(ferry::testing::run_until(io, [&] { return outcome.calls == 1; }));
+    BOOST_TEST(!outcome.error, which);
+    BOOST_TEST(bytes.arrived(), which);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(works_with_awaitables_deferred_parallel_groups_and_futures) {
