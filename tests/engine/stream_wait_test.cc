@@ -36,21 +36,11 @@
 namespace asio = boost::asio;
 using namespace ferry;
 using ferry::testing::random_vector;
+using ferry::testing::outcome;
+using ferry::testing::record_status;
 using ferry::testing::same_bytes;
 
 namespace {
-
-// What a wait's handler (void(error_code)) was called with, and how many times.
-struct waited {
-  int calls = 0;
-  boost::system::error_code error;
-};
-auto record(waited& into) {
-  return [&into](boost::system::error_code error) {
-    ++into.calls;
-    into.error = error;
-  };
-}
 
 // Two 256 KiB staging chunks: a staged transfer of 2 MiB puts its chunks on its stream over time.
 struct wait_fixture : ferry::testing::device_fixture {
@@ -116,17 +106,17 @@ BOOST_AUTO_TEST_CASE(completes_only_once_the_programs_own_work_on_the_stream_is_
   queued_bytes bytes(gpu, (1 << 20) / 4, 701);
   ferry::testing::stream_gate gate(s);
   bytes.queue_by_the_program(s);
-  waited outcome;
-  gpu.wait(s, record(outcome));
+  outcome waited_for;
+  gpu.wait(s, record_status(waited_for));
   ferry::testing::run_for_a_while(io);
-  BOOST_TEST(outcome.calls == 0);  // the stream is held: its work is not done
+  BOOST_TEST(waited_for.calls == 0);  // the stream is held: its work is not done
   BOOST_TEST(!s.ready());
   gate.open();
-  BOOST_TEST(ferry::testing::run_until(io, [&] { return outcome.calls == 1; }));
-  BOOST_TEST(!outcome.error);
+  BOOST_TEST(ferry::testing::run_until(io, [&] { return waited_for.calls == 1; }));
+  BOOST_TEST(!waited_for.error);
   BOOST_TEST(bytes.arrived());
   ferry::testing::run_for_a_while(io, std::chrono::milliseconds(20));
-  BOOST_TEST(outcome.calls == 1);
+  BOOST_TEST(waited_for.calls == 1);
 }
 
 BOOST_AUTO_TEST_CASE(follows_a_staged_transfer_given_the_same_stream_and_precedes_later_ops) {
@@ -178,15 +168,15 @@ BOOST_AUTO_TEST_CASE(waits_under_every_completion_policy_and_mark) {
     queued_bytes bytes(other, (256 << 10) / 4, seed++);
     ferry::testing::stream_gate gate(held);
     bytes.queue_by_the_program(held);
-    waited outcome;
-    other.wait(held, record(outcome));
+    outcome waited_for;
+    other.wait(held, record_status(waited_for));
     ferry::testing::run_for_a_while(io, std::chrono::milliseconds(50));
     const std::string which = "policy " + std::to_string(static_cast<int>(s.policy)) + ", marks " +
                               std::to_string(static_cast<int>(s.marks));
-    BOOST_TEST(outcome.calls == 0, which);
+    BOOST_TEST(waited_for.calls == 0, which);
     gate.open();
-    BOOST_TEST(ferry::testing::run_until(io, [&] { return outcome.calls == 1; }));
-    BOOST_TEST(!outcome.error, which);
+    BOOST_TEST(ferry::testing::run_until(io, [&] { return waited_for.calls == 1; }));
+    BOOST_TEST(!waited_for.error, which);
     BOOST_TEST(bytes.arrived(), which);
   }
 }
@@ -217,15 +207,15 @@ BOOST_AUTO_TEST_CASE(a_cancelled_wait_on_the_stream_completes_with_operation_abo
   ferry::testing::stream_gate gate(s);
   bytes.queue_by_the_program(s);
   asio::cancellation_signal signal;
-  waited outcome;
-  gpu.wait(s, asio::bind_cancellation_slot(signal.slot(), record(outcome)));
+  outcome waited_for;
+  gpu.wait(s, asio::bind_cancellation_slot(signal.slot(), record_status(waited_for)));
   ferry::testing::run_for_a_while(io, std::chrono::milliseconds(20));
   signal.emit(asio::cancellation_type::terminal);
   ferry::testing::run_for_a_while(io);
-  BOOST_TEST(outcome.calls == 0);  // on the stream: it completes once the work before it is done
+  BOOST_TEST(waited_for.calls == 0);  // on the stream: it completes once the work before it is done
   gate.open();
-  BOOST_TEST(ferry::testing::run_until(io, [&] { return outcome.calls == 1; }));
-  BOOST_TEST(outcome.error == asio::error::operation_aborted);
+  BOOST_TEST(ferry::testing::run_until(io, [&] { return waited_for.calls == 1; }));
+  BOOST_TEST(waited_for.error == asio::error::operation_aborted);
   BOOST_TEST(bytes.arrived());
 }
 
@@ -235,15 +225,15 @@ BOOST_AUTO_TEST_CASE(a_wait_cancelled_behind_a_staged_transfer_never_reaches_the
   const auto values = random_vector<std::uint32_t>(count, 709);
   auto device = gpu.allocate<std::uint32_t>(count);
   ferry::testing::stream_gate gate(s);
-  ferry::testing::outcome poked;
+  outcome poked;
   gpu.poke(std::span<const std::uint32_t>(values), device.get(), s, ferry::testing::record(poked));
   asio::cancellation_signal signal;
-  waited outcome;
-  gpu.wait(s, asio::bind_cancellation_slot(signal.slot(), record(outcome)));
+  outcome waited_for;
+  gpu.wait(s, asio::bind_cancellation_slot(signal.slot(), record_status(waited_for)));
   signal.emit(asio::cancellation_type::partial);
   gate.open();
-  BOOST_TEST(ferry::testing::run_until(io, [&] { return outcome.calls == 1 && poked.calls == 1; }));
-  BOOST_TEST(outcome.error == asio::error::operation_aborted);
+  BOOST_TEST(ferry::testing::run_until(io, [&] { return waited_for.calls == 1 && poked.calls == 1; }));
+  BOOST_TEST(waited_for.error == asio::error::operation_aborted);
   BOOST_TEST(!poked.error);
   BOOST_TEST(poked.bytes == count * 4);
   BOOST_TEST(same_bytes(peek_list_array(count, device.get()), values));
@@ -255,20 +245,20 @@ BOOST_AUTO_TEST_CASE(a_stream_of_another_context_is_refused_before_anything_is_q
     context_guard in_other(other);
     return stream::create();
   }();
-  waited outcome;
+  outcome waited_for;
   ferry::testing::expect_error<std::invalid_argument>(
-      [&] { gpu.wait(foreign, record(outcome)); },
+      [&] { gpu.wait(foreign, record_status(waited_for)); },
       {"engine::wait: stream 0x", "belongs to context 0x", "not to the engine's context 0x", "(device 0)"});
   ferry::testing::run_for_a_while(io, std::chrono::milliseconds(20));
-  BOOST_TEST(outcome.calls == 0);
+  BOOST_TEST(waited_for.calls == 0);
   BOOST_TEST(failures.seen().empty());
   // The engine goes on: its flags were never written on the foreign stream.
   stream s = stream::create();
   queued_bytes bytes(gpu, 4096, 710);
   bytes.queue_by_the_program(s);
-  gpu.wait(s, record(outcome));
-  BOOST_TEST(ferry::testing::run_until(io, [&] { return outcome.calls == 1; }));
-  BOOST_TEST(!outcome.error);
+  gpu.wait(s, record_status(waited_for));
+  BOOST_TEST(ferry::testing::run_until(io, [&] { return waited_for.calls == 1; }));
+  BOOST_TEST(!waited_for.error);
   BOOST_TEST(bytes.arrived());
 }
 
@@ -279,19 +269,19 @@ BOOST_AUTO_TEST_CASE(a_failure_of_the_work_before_it_completes_it_with_the_drive
   ferry::testing::stream_gate gate(s);
   bytes.queue_by_the_program(s);
   sim::fail_stream(s.get(), CUDA_ERROR_ILLEGAL_ADDRESS);
-  waited outcome;
-  gpu.wait(s, record(outcome));
+  outcome waited_for;
+  gpu.wait(s, record_status(waited_for));
   gate.open();
-  BOOST_TEST(ferry::testing::run_until(io, [&] { return outcome.calls == 1; }));
-  BOOST_TEST(outcome.error == make_error_code(CUDA_ERROR_ILLEGAL_ADDRESS));
+  BOOST_TEST(ferry::testing::run_until(io, [&] { return waited_for.calls == 1; }));
+  BOOST_TEST(waited_for.error == make_error_code(CUDA_ERROR_ILLEGAL_ADDRESS));
   const std::vector<std::string> reported = failures.seen();
   BOOST_REQUIRE(reported.size() == 1u);
   BOOST_TEST(reported[0].find("engine::wait: the work queued before it on stream 0x") != std::string::npos,
              reported[0]);
   BOOST_TEST(reported[0].find("of device 0: CUDA_ERROR_ILLEGAL_ADDRESS") != std::string::npos, reported[0]);
   // The context is dead (the error is sticky): a later wait fails at once with the same error.
-  waited later;
-  gpu.wait(s, record(later));
+  outcome later;
+  gpu.wait(s, record_status(later));
   BOOST_TEST(ferry::testing::run_until(io, [&] { return later.calls == 1; }));
   BOOST_TEST(later.error == make_error_code(CUDA_ERROR_ILLEGAL_ADDRESS));
 }
@@ -299,20 +289,20 @@ BOOST_AUTO_TEST_CASE(a_failure_of_the_work_before_it_completes_it_with_the_drive
 BOOST_AUTO_TEST_CASE(a_failed_stream_query_is_a_cuda_error_and_an_unknown_handle_an_invalid_argument,
                      *ferry::testing::only_on_sim()) {
   stream s = stream::create();
-  waited outcome;
+  outcome waited_for;
   sim::fail_call("cuStreamGetCtx", 1, CUDA_ERROR_UNKNOWN);
-  ferry::testing::expect_error<cuda_error>([&] { gpu.wait(s, record(outcome)); },
+  ferry::testing::expect_error<cuda_error>([&] { gpu.wait(s, record_status(waited_for)); },
                                            {"cuStreamGetCtx", "CUDA_ERROR_UNKNOWN"});
   sim::fail_call("cuStreamGetCtx", 1, CUDA_ERROR_INVALID_HANDLE);
   ferry::testing::expect_error<std::invalid_argument>(
-      [&] { gpu.wait(s, record(outcome)); },
+      [&] { gpu.wait(s, record_status(waited_for)); },
       {"engine::wait: stream 0x", "is no live stream the driver knows (cuStreamGetCtx: CUDA_ERROR_INVALID_HANDLE)"});
   sim::reset_faults();
   ferry::testing::run_for_a_while(io, std::chrono::milliseconds(20));
-  BOOST_TEST(outcome.calls == 0);
-  gpu.wait(s, record(outcome));
-  BOOST_TEST(ferry::testing::run_until(io, [&] { return outcome.calls == 1; }));
-  BOOST_TEST(!outcome.error);
+  BOOST_TEST(waited_for.calls == 0);
+  gpu.wait(s, record_status(waited_for));
+  BOOST_TEST(ferry::testing::run_until(io, [&] { return waited_for.calls == 1; }));
+  BOOST_TEST(!waited_for.error);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

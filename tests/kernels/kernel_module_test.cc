@@ -7,7 +7,6 @@
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -23,6 +22,7 @@
 #include "ferry/marshal.hpp"
 #include "tests/support/device_fixture.hpp"
 #include "tests/support/expect_error.hpp"
+#include "tests/support/io_helpers.hpp"
 #include "tests/support/random_bytes.hpp"
 
 using namespace ferry;
@@ -104,12 +104,7 @@ BOOST_AUTO_TEST_CASE(an_engine_wait_on_the_stream_completes_once_the_kernel_is_d
   std::optional<boost::system::error_code> waited;
   transform_module().launch(0, one_block, job.params, s);
   gpu.wait(s, [&](boost::system::error_code error) { waited = error; });
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!waited && std::chrono::steady_clock::now() < deadline) {
-    io.restart();
-    io.run_for(std::chrono::milliseconds(5));
-  }
-  BOOST_REQUIRE(waited.has_value());
+  BOOST_REQUIRE(ferry::testing::run_until(io, [&] { return waited.has_value(); }));
   BOOST_TEST(!*waited);
   BOOST_CHECK_EQUAL(job.checksum(), expected_checksum(job.data));
 }

@@ -1,5 +1,5 @@
 // Running an io_context in tests: until a condition holds (or a deadline passes), counting handlers;
-// and recording what a transfer's handler was called with.
+// and recording what an op's handler was called with.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -62,6 +62,14 @@ inline auto record(outcome& into) {
     ++into.calls;
     into.error = error;
     into.bytes = bytes;
+  };
+}
+
+// The same for a handler of void(error_code) (memset, prefetch, wait_all, wait): bytes stays 0.
+inline auto record_status(outcome& into) {
+  return [&into](boost::system::error_code error) {
+    ++into.calls;
+    into.error = error;
   };
 }
 
