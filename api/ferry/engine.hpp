@@ -225,6 +225,13 @@ class engine {
   //   partial (only work not yet on a stream is dropped; otherwise operation_aborted once the GPU is done).
   //   Lifetime of arguments: both arrays until the handler runs. Which thread runs the handler: one running
   //   its associated executor. Small copies given no stream may be batched (transfer_plan::batched).
+  // The two sides may not share a byte (the driver's copy of overlapping ranges is undefined). copy and
+  // copy_peer refuse [source, source + count) and [destination, destination + count) that overlap (two
+  // ranges of one allocation; ranges that only touch are fine); copy_2d refuses two regions where a row of
+  // one shares a byte with a row of the other or, where the pitches differ, whose spans (first row's first
+  // element to last row's last) meet. Each throws std::invalid_argument naming both sides ("engine::copy:
+  // source [0x..., 0x...) and destination [0x..., 0x...) overlap (256 bytes each); the copied areas may
+  // not overlap") before anything is enqueued; a copy of no elements is never refused.
   template <storable S, storable T, class Token>
     requires std::is_same_v<std::remove_const_t<S>, T>
   auto copy(device_ptr<S> source, device_ptr<T> destination, std::size_t count, Token&& token) {
@@ -396,7 +403,8 @@ class engine {
     if (options.plan != transfer_plan::automatic) detail::force_plan(transfer, options.plan);
     if (options.peer != peer_path::automatic) detail::refuse_peer_path(transfer, options.peer);
     if (options.batching != batch_path::automatic) {
-      detail::choose_batch_path(transfer, options.batching, options.stream.has_value());
+      detail::choose_batch_path(transfer, options.batching, options.stream.has_value(),
+                                core_->device_ordinal());
     }
     std::optional<CUstream> stream;
     if (options.stream) stream = options.stream->get();

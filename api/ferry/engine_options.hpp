@@ -101,6 +101,9 @@ struct transfer_options {
   // How the copy moves when the planner batches it (a small page-locked copy given no stream, arriving
   // while others do); automatic: engine_options::batching decides. A copy that cannot be batched (given
   // a stream, with a pageable side, not a plain 1-D copy) refuses any other value (invalid_argument).
+  // kernel is refused where a device side (a block's, for a block list) is memory of another device than
+  // the engine's, which the engine's kernel cannot reach: invalid_argument naming that side (or block),
+  // its memory's device and the engine's.
   batch_path batching = batch_path::automatic;
   // How a copy_peer moves; automatic: engine_options::peer decides. Other operations refuse any other
   // value (invalid_argument), as does a path the devices cannot take (peer_path::kernel).

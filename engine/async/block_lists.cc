@@ -11,6 +11,7 @@
 #include "engine/async/engine_core_impl.hpp"
 #include "engine/errors/check.hpp"
 #include "engine/kernels/launch.hpp"
+#include "engine/memory/known_ranges.hpp"
 #include "engine/transfer/plans.hpp"
 #include "ferry/detail/stage_trace.hpp"
 #include "ferry/error.hpp"
@@ -240,7 +241,7 @@ block_lists::block_lists(const driver_table& driver, settings chosen, staging_po
       slabs_(driver, descriptor_words * blocks_per_launch) {}
 
 batch_path block_lists::choose_path(std::string_view operation, batch_path path, std::size_t count,
-                                    std::optional<std::size_t> foreign_device_block) const {
+                                    const std::optional<foreign_block>& foreign_device_block) const {
   if (path != batch_path::automatic && path != batch_path::copy_engine && path != batch_path::kernel) {
     throw_invalid_argument(operation, "transfer_options::batching " + std::to_string(static_cast<int>(path)) +
                                           " is not a batch_path");
@@ -255,11 +256,13 @@ batch_path block_lists::choose_path(std::string_view operation, batch_path path,
   }
   if (foreign_device_block) {
     if (path == batch_path::kernel) {
-      throw_invalid_argument(operation, "transfer_options::batching is kernel, but blocks[" +
-                                            std::to_string(*foreign_device_block) +
-                                            "].device is memory of another device than the engine's, which the "
-                                            "engine's kernel cannot reach (the copy engine can): choose automatic "
-                                            "or copy_engine");
+      const foreign_block& block = *foreign_device_block;
+      throw_invalid_argument(operation, "transfer_options::batching is kernel, but " +
+                                            memory_of_another_device("blocks[" + std::to_string(block.index) +
+                                                                         "].device",
+                                                                     block.device, block.ordinal, settings_.ordinal) +
+                                            "; the engine's kernel cannot reach another device's memory (the copy "
+                                            "engine can): choose automatic or copy_engine");
     }
     return batch_path::copy_engine;
   }

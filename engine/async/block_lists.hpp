@@ -32,7 +32,8 @@
 
 namespace ferry::detail {
 
-struct copy_arrays;  // engine/transfer/plans.hpp
+struct copy_arrays;    // engine/transfer/plans.hpp
+struct foreign_block;  // engine/transfer/plans.hpp
 
 class block_lists {
  public:
@@ -77,7 +78,7 @@ class block_lists {
   // one launch moves). `foreign_device_block`: the first block in memory of another device (plan_blocks),
   // which only the copy engine reaches.
   batch_path choose_path(std::string_view operation, batch_path path, std::size_t count,
-                         std::optional<std::size_t> foreign_device_block) const;
+                         const std::optional<foreign_block>& foreign_device_block) const;
   // Whether a list of `count` blocks asked to go by `path` may take the kernel (its checks then write its
   // copies into a free slab).
   bool may_take_kernel(batch_path path, std::size_t count) const noexcept;

@@ -3,6 +3,7 @@
 #include "engine/async/engine_core_impl.hpp"
 
 #include <string>
+#include <utility>
 
 #include "engine/errors/check.hpp"
 #include "ferry/error.hpp"
@@ -41,7 +42,7 @@ bool engine_core::impl::known_page_locked(const prepared_transfer& transfer) con
   const auto known = host_range_known_to_driver(host.address);
   return known && host.address + transfer.bytes <= known->base + known->size;
 }
-void choose_batch_path(prepared_transfer& transfer, batch_path path, bool on_stream) {
+void choose_batch_path(prepared_transfer& transfer, batch_path path, bool on_stream, int engine_device) {
   if (path != batch_path::copy_engine && path != batch_path::kernel) {
     throw_invalid_argument(transfer.operation, "transfer_options::batching " + std::to_string(static_cast<int>(path)) +
                                                    " is not a batch_path");
@@ -59,9 +60,16 @@ void choose_batch_path(prepared_transfer& transfer, batch_path path, bool on_str
     throw_invalid_argument(transfer.operation, chosen + "only plain 1-D copies are batched, not this operation");
   }
   if (path == batch_path::kernel && !transfer.kernels_reach) {
-    throw_invalid_argument(transfer.operation, chosen + "a device side is memory of another device than the "
-                                                        "engine's, which the engine's kernel cannot reach (the copy "
-                                                        "engine can): give copy_engine or no batch path");
+    // Every side out of the kernel's reach: a copy between two arrays of another device names both.
+    std::string sides;
+    for (const auto& [side, device] : {std::pair(&transfer.source, transfer.source_device),
+                                       std::pair(&transfer.destination, transfer.destination_device)}) {
+      if (side->kind != memory_kind::device || device == engine_device) continue;
+      sides += memory_of_another_device(side->argument, side->address, device, engine_device) + "; ";
+    }
+    throw_invalid_argument(transfer.operation, chosen + sides +
+                                                   "the engine's kernel cannot reach another device's memory (the "
+                                                   "copy engine can): give copy_engine or no batch path");
   }
   transfer.batching = path;
 }

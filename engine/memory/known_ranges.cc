@@ -69,6 +69,14 @@ bool on_current_device(const known_range& range) noexcept {
   return range.device >= 0 && current_device() == range.device;
 }
 
+std::string memory_of_another_device(std::string_view argument, std::uintptr_t address, int device,
+                                     int engine_device) {
+  const std::string engine = "the engine's device " + std::to_string(engine_device);
+  return std::string(argument) + " " + hex(address) + " is memory " +
+         (device >= 0 ? "of device " + std::to_string(device) + ", not of " + engine
+                      : "whose device the driver does not report, not known to be " + engine);
+}
+
 namespace {
 
 // The allocation holding `address`: from ferry's own record first, without a driver call.

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "ferry/detail/transfer.hpp"
@@ -26,6 +27,13 @@ int current_device() noexcept;
 // Whether `range` is memory of the device of the calling thread's current context: what a kernel
 // launched in that context may touch.
 bool on_current_device(const known_range& range) noexcept;
+
+// What a message refusing one of the engine's kernels says of a side in memory the kernel cannot reach:
+// "destination 0x10000 is memory of device 1, not of the engine's device 0". `device` is the ordinal of
+// the memory's device (known_range::device); -1, where the driver did not say, is treated as another
+// device's.
+std::string memory_of_another_device(std::string_view argument, std::uintptr_t address, int device,
+                                     int engine_device);
 
 // The allocation holding `address`, or nullopt when the driver knows no such memory.
 std::optional<known_range> range_known_to_driver(std::uintptr_t address) noexcept;

@@ -23,8 +23,12 @@ plan_1d plan_copy_1d(std::string_view operation, std::size_t count, std::size_t 
   const auto reached = [bytes](const endpoint& side, const std::optional<known_range>& range) {
     return side.kind != memory_kind::device || bytes == 0 || (range && on_current_device(*range));
   };
+  const auto device_of = [bytes](const endpoint& side, const std::optional<known_range>& range) {
+    return side.kind == memory_kind::device && bytes != 0 && range ? range->device : -1;
+  };
   return {bytes, copy_direction(source, destination),
-          reached(source, source_range) && reached(destination, destination_range)};
+          reached(source, source_range) && reached(destination, destination_range), device_of(source, source_range),
+          device_of(destination, destination_range)};
 }
 
 void check_device_range(std::string_view operation, std::size_t count, std::size_t element_size, endpoint side) {
@@ -78,10 +82,14 @@ prepared_transfer prepare_copy_1d(std::string_view operation, std::size_t count,
   transfer.pageable = source.kind == memory_kind::pageable_host || destination.kind == memory_kind::pageable_host;
   transfer.batchable = true;
   transfer.kernels_reach = plan.kernels_reach;
-  // The direct form; a pageable transfer uses it once its memory is page-locked (registered).
-  transfer.enqueue = [plan](const prepared_transfer& self, CUstream stream) {
+  transfer.source_device = plan.source_device;
+  transfer.destination_device = plan.destination_device;
+  // The direct form; a pageable transfer uses it once its memory is page-locked (registered). It keeps
+  // only what the copy call takes, which std::function holds without an allocation (the whole plan
+  // would not fit).
+  transfer.enqueue = [bytes = plan.bytes, way = plan.way](const prepared_transfer& self, CUstream stream) {
     const char* call = nullptr;
-    return enqueue_copy_1d(plan, self.source, self.destination, stream, call);
+    return enqueue_copy_1d(plan_1d{bytes, way}, self.source, self.destination, stream, call);
   };
   return transfer;
 }

@@ -36,7 +36,9 @@ class known_allocations {
     const std::string argument = block_argument(index, side);
     // Throws for null, unknown or short ranges.
     if (std::optional<known_range> range = check_side(operation, endpoint{kind, address, argument}, 0, bytes)) {
-      if (!first_foreign_ && !on_current_device(*range)) first_foreign_ = index;
+      if (!first_foreign_ && !on_current_device(*range)) {
+        first_foreign_ = foreign_block{index, address, range->device};
+      }
       if (ranges_.size() == most_remembered) ranges_.pop_back();
       ranges_.insert(ranges_.begin(), *range);
     }
@@ -44,7 +46,7 @@ class known_allocations {
   // The allocation found last (an empty range before any).
   known_range recent() const noexcept { return ranges_.empty() ? known_range{0, 0} : ranges_.front(); }
   // The first block found in memory of another device than the current context's, if any.
-  std::optional<std::size_t> first_foreign() const noexcept { return first_foreign_; }
+  std::optional<foreign_block> first_foreign() const noexcept { return first_foreign_; }
 
   static bool within(const known_range& r, std::uintptr_t address, std::size_t bytes) noexcept {
     return address >= r.base && address - r.base <= r.size && bytes <= r.size - (address - r.base);
@@ -57,7 +59,7 @@ class known_allocations {
 
   static constexpr std::size_t most_remembered = 8;
   std::vector<known_range> ranges_;
-  std::optional<std::size_t> first_foreign_;
+  std::optional<foreign_block> first_foreign_;
 };
 
 // Pageable memory found not to be device memory, by 2 MiB region: the driver reserves device memory in

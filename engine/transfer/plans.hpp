@@ -31,6 +31,10 @@ struct plan_1d {
   std::size_t bytes;
   direction way;
   bool kernels_reach = false;  // every device side is memory of the current context's device
+  // The ordinals of the devices holding the sides' memory (-1 for host memory, a copy of no bytes, or
+  // memory whose device the driver does not report).
+  int source_device = -1;
+  int destination_device = -1;
 };
 plan_1d plan_copy_1d(std::string_view operation, std::size_t count, std::size_t element_size, const endpoint& source,
                      const endpoint& destination);
@@ -84,6 +88,12 @@ struct copy_arrays {
     std::copy_n(sizes + first, count, to.sizes);
   }
 };
+// A block whose device side is memory that the current context's kernels cannot reach.
+struct foreign_block {
+  std::size_t index;
+  CUdeviceptr device;  // blocks[index].device
+  int ordinal;         // of the memory's device (-1 where the driver did not say)
+};
 struct checked_blocks {
   // The blocks that hold bytes, in list order (empty ones are checked only); none where plan_blocks was
   // given arrays, which hold them instead.
@@ -92,7 +102,7 @@ struct checked_blocks {
   std::size_t bytes = 0;   // all blocks together
   // The first block whose device side is memory of another device than the current context's: a kernel
   // launched in the current context cannot reach it.
-  std::optional<std::size_t> foreign_device_block;
+  std::optional<foreign_block> foreign_device_block;
 };
 // `arrays`, where given (room for blocks.size() copies each), receive the blocks that hold bytes as copies,
 // the first at index 0: a page-locked list's copies written where the GPU reads them, in the checks' own

@@ -6,6 +6,9 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cstdint>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "ferry/engine.hpp"
@@ -24,6 +27,14 @@ using ferry::testing::same_bytes;
 namespace {
 
 using engine_fixture = ferry::testing::engine_fixture<1 << 20, 3>;
+
+// An address as the engine's messages write it.
+template <class T>
+std::string address_of(device_ptr<T> pointer) {
+  char text[2 + 2 * sizeof(CUdeviceptr) + 1];
+  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(pointer.get()));
+  return text;
+}
 
 }  // namespace
 
@@ -142,6 +153,87 @@ BOOST_AUTO_TEST_CASE(copy_2d_regions_of_different_sizes_are_refused_naming_both)
   ferry::testing::run_for_a_while(io);
   BOOST_TEST(calls == 0);
   BOOST_TEST(same_bytes(peek_list_array(before.size(), destination.get()), before));
+}
+
+// The driver's copy of ranges that share a byte is undefined: copy and copy_peer refuse two ranges of one
+// allocation that overlap, naming both, before anything runs; ranges that only touch move.
+BOOST_AUTO_TEST_CASE(a_copy_whose_ranges_share_a_byte_is_refused_naming_both_and_touching_ranges_move) {
+  constexpr std::size_t count = 64;  // 256 bytes
+  auto area = gpu.allocate<std::uint32_t>(3 * count);
+  const auto before = random_vector<std::uint32_t>(3 * count, 1208);
+  poke_array(before.size(), before.data(), area.get());
+  const device_ptr<const std::uint32_t> start(area.get());
+  const auto range = [&](std::size_t first) {
+    return "[" + address_of(area.get() + first) + ", " + address_of(area.get() + first + count) + ")";
+  };
+  const std::string refused = " overlap (256 bytes each); the copied areas may not overlap";
+  int calls = 0;
+  auto count_call = [&](auto...) { ++calls; };
+  expect_error<std::invalid_argument>([&] { gpu.copy(start, area.get() + 50, count, count_call); },
+                                      {"engine::copy: source " + range(0) + " and destination " + range(50) + refused});
+  expect_error<std::invalid_argument>([&] { gpu.copy(start + 63, area.get(), count, count_call); },
+                                      {"engine::copy: source " + range(63) + " and destination " + range(0) + refused});
+  expect_error<std::invalid_argument>([&] { gpu.copy(start, area.get(), count, count_call); },
+                                      {"engine::copy: source " + range(0) + " and destination " + range(0) + refused});
+  // Checked before the options are: a batch path or a stream changes nothing.
+  stream s = stream::create();
+  expect_error<std::invalid_argument>(
+      [&] { gpu.copy(start + 1, area.get(), count, {s, transfer_plan::automatic}, count_call); },
+      {"engine::copy: source " + range(1) + " and destination " + range(0) + refused});
+  expect_error<std::invalid_argument>(
+      [&] { gpu.copy(start, area.get() + 1, count, batch_path::copy_engine, count_call); },
+      {"engine::copy: source " + range(0) + " and destination " + range(1) + refused});
+  expect_error<std::invalid_argument>(
+      [&] { gpu.copy_peer(start + 10, gpu.context(), area.get(), gpu.context(), count, count_call); },
+      {"engine::copy_peer: source " + range(10) + " and destination " + range(0) + refused});
+  ferry::testing::run_for_a_while(io);
+  BOOST_TEST(calls == 0);
+  BOOST_TEST(same_bytes(peek_list_array(before.size(), area.get()), before));  // untouched
+
+  BOOST_TEST(gpu.copy(start, area.get() + count, count, asio::use_future).get() == count * 4);
+  BOOST_TEST(gpu.copy(start, area.get(), 0, asio::use_future).get() == 0u);  // no bytes: nothing shared
+  auto expected = before;
+  std::copy(before.begin(), before.begin() + count, expected.begin() + count);
+  BOOST_TEST(same_bytes(peek_list_array(before.size(), area.get()), expected));
+}
+
+// Regions of one array overlap when a row of one shares a byte with a row of the other; with different
+// pitches, when their spans (first row's first byte to last row's last byte) meet.
+BOOST_AUTO_TEST_CASE(copy_2d_regions_whose_rows_meet_are_refused_and_interleaved_rows_move) {
+  constexpr std::size_t pitch = 64, rows = 8;
+  auto area = gpu.allocate<std::uint32_t>(pitch * rows);
+  const auto before = random_vector<std::uint32_t>(pitch * rows, 1209);
+  poke_array(before.size(), before.data(), area.get());
+  const device_ptr<const std::uint32_t> start(area.get());
+  int calls = 0;
+  auto count_call = [&](auto...) { ++calls; };
+  expect_error<std::invalid_argument>(
+      [&] {
+        gpu.copy_2d(pitched_view(start, pitch, 40, rows), pitched_view(area.get(), pitch, 40, rows, 10), count_call);
+      },
+      {"engine::copy_2d: source region at " + address_of(start) + " and destination region at " +
+       address_of(area.get() + 10) + " (40 x 8 elements) overlap; the copied areas may not overlap"});
+  // Rows of the source (width 24 at x 0, pitch 64) between rows of the destination (pitch 128, width 24
+  // at x 40) share no byte, but the pitches differ and the spans meet.
+  expect_error<std::invalid_argument>(
+      [&] {
+        gpu.copy_2d(pitched_view(start, pitch, 24, 2), pitched_view(area.get(), 2 * pitch, 24, 2, 40), count_call);
+      },
+      {"engine::copy_2d: source region at " + address_of(start) + " and destination region at " +
+       address_of(area.get() + 40) + " (24 x 2 elements) overlap; the copied areas may not overlap"});
+  ferry::testing::run_for_a_while(io);
+  BOOST_TEST(calls == 0);
+  BOOST_TEST(same_bytes(peek_list_array(before.size(), area.get()), before));  // untouched
+
+  // The same pitch: the spans meet, no row meets another.
+  BOOST_TEST(gpu.copy_2d(pitched_view(start, pitch, 24, rows), pitched_view(area.get(), pitch, 24, rows, 40),
+                         asio::use_future)
+                 .get() == 24 * rows * 4);
+  auto expected = before;
+  for (std::size_t row = 0; row < rows; ++row) {
+    std::copy(before.begin() + row * pitch, before.begin() + row * pitch + 24, expected.begin() + row * pitch + 40);
+  }
+  BOOST_TEST(same_bytes(peek_list_array(before.size(), area.get()), expected));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -10,8 +10,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "ferry/engine.hpp"
@@ -32,6 +34,14 @@ using ferry::testing::record;
 using ferry::testing::same_bytes;
 
 namespace {
+
+// An address as the engine's messages write it.
+template <class T>
+std::string address_of(device_ptr<T> pointer) {
+  char text[2 + 2 * sizeof(CUdeviceptr) + 1];
+  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(pointer.get()));
+  return text;
+}
 
 constexpr std::size_t copies = 64;
 constexpr std::size_t words = 1000;  // 4000 bytes each
@@ -176,28 +186,70 @@ BOOST_FIXTURE_TEST_CASE(batched_copies_of_another_devices_memory_take_the_copy_e
   BOOST_TEST(counted.copy_engine_batches > 0u);
 }
 
+// The refusal names the side (or block) in another device's memory, the device it is on and the engine's.
 BOOST_FIXTURE_TEST_CASE(the_kernel_asked_for_another_devices_memory_is_refused_and_the_copy_engine_moves_it,
                         other_device_fixture, *ferry::testing::only_with_two_devices()) {
   start();
+  BOOST_REQUIRE(gpu->device_ordinal() == 0);
   const auto values = random_vector<std::uint32_t>(words, 1712);
   auto source = pinned_buffer<std::uint32_t>::allocate(words);
   std::copy(values.begin(), values.end(), source.data());
   memory_in there(other, std::vector<std::uint32_t>(words, 0x5A5A5A5Au));
+  auto here = gpu->allocate<std::uint32_t>(words);
+  const std::string kernel_refused = "; the engine's kernel cannot reach another device's memory (the copy engine "
+                                     "can): give copy_engine or no batch path";
+  const std::string on_device_1 = " is memory of device 1, not of the engine's device 0";
   outcome never;
   expect_error<std::invalid_argument>(
       [&] {
         gpu->poke(pinned_span(host_ptr<const std::uint32_t>(source.data()), words), there.get(), batch_path::kernel,
                   record(never));
       },
-      {"engine::poke: transfer_options::batching is kernel; a device side is memory of another device than the "
-       "engine's",
-       "give copy_engine or no batch path"});
+      {"engine::poke: transfer_options::batching is kernel; destination " + address_of(there.get()) + on_device_1 +
+       kernel_refused});
+  expect_error<std::invalid_argument>(
+      [&] {
+        gpu->peek(device_ptr<const std::uint32_t>(there.get()),
+                  pinned_span(host_ptr<std::uint32_t>(source.data()), words), batch_path::kernel, record(never));
+      },
+      {"engine::peek: transfer_options::batching is kernel; source " + address_of(there.get()) + on_device_1 +
+       kernel_refused});
+  expect_error<std::invalid_argument>(
+      [&] {
+        gpu->copy(device_ptr<const std::uint32_t>(here.get()), there.get(), words, batch_path::kernel, record(never));
+      },
+      {"engine::copy: transfer_options::batching is kernel; destination " + address_of(there.get()) + on_device_1 +
+       kernel_refused});
+  memory_in also_there(other, std::vector<std::uint32_t>(words, 0x5A5A5A5Au));
+  expect_error<std::invalid_argument>(
+      [&] {
+        gpu->copy(device_ptr<const std::uint32_t>(there.get()), also_there.get(), words, batch_path::kernel,
+                  record(never));
+      },
+      {"engine::copy: transfer_options::batching is kernel; source " + address_of(there.get()) + on_device_1 +
+       "; destination " + address_of(also_there.get()) + on_device_1 + kernel_refused});
   auto list_source = pinned_buffer<std::uint32_t>::allocate(blocks * words);
   memory_in listed(other, std::vector<std::uint32_t>(blocks * words, 0x5A5A5A5Au));
+  const auto poked = list_into(list_source.data(), listed.get());
   expect_error<std::invalid_argument>(
-      [&] { gpu->poke_blocks(list_into(list_source.data(), listed.get()), batch_path::kernel, record(never)); },
-      {"engine::poke_blocks: transfer_options::batching is kernel, but blocks[0].device is memory of another "
-       "device than the engine's"});
+      [&] { gpu->poke_blocks(poked, batch_path::kernel, record(never)); },
+      {"engine::poke_blocks: transfer_options::batching is kernel, but blocks[0].device " +
+       address_of(poked[0].device) + on_device_1 +
+       "; the engine's kernel cannot reach another device's memory (the copy engine can): choose automatic or "
+       "copy_engine"});
+  // The first block in another device's memory is named, whichever side of the copy it is.
+  auto list_back = pinned_buffer<std::uint32_t>::allocate(3 * words);
+  auto own = gpu->allocate<std::uint32_t>(2 * words);
+  const std::vector<block_pair<pinned_span<std::uint32_t>, const std::uint32_t>> peeked{
+      {pinned_span(host_ptr<std::uint32_t>(list_back.data()), words), own.get()},
+      {pinned_span(host_ptr<std::uint32_t>(list_back.data() + words), words), own.get() + words},
+      {pinned_span(host_ptr<std::uint32_t>(list_back.data() + 2 * words), words), there.get()}};
+  expect_error<std::invalid_argument>(
+      [&] { gpu->peek_blocks(peeked, batch_path::kernel, record(never)); },
+      {"engine::peek_blocks: transfer_options::batching is kernel, but blocks[2].device " + address_of(there.get()) +
+       on_device_1 +
+       "; the engine's kernel cannot reach another device's memory (the copy engine can): choose automatic or "
+       "copy_engine"});
   expect_error<std::invalid_argument>(
       [&] {
         gpu->memset(device_ptr<std::uint64_t>(there.get().get()), words / 2, std::uint64_t{7},
@@ -207,6 +259,8 @@ BOOST_FIXTURE_TEST_CASE(the_kernel_asked_for_another_devices_memory_is_refused_a
   ferry::testing::run_for_a_while(io, std::chrono::milliseconds(20));
   BOOST_TEST(never.calls == 0);
   BOOST_TEST(same_bytes(there.read(), std::vector<std::uint32_t>(words, 0x5A5A5A5Au)));
+  BOOST_TEST(same_bytes(also_there.read(), std::vector<std::uint32_t>(words, 0x5A5A5A5Au)));
+  BOOST_TEST(same_bytes(listed.read(), std::vector<std::uint32_t>(blocks * words, 0x5A5A5A5Au)));
   outcome moved;
   gpu->poke(pinned_span(host_ptr<const std::uint32_t>(source.data()), words), there.get(), batch_path::copy_engine,
             record(moved));

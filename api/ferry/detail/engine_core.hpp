@@ -89,6 +89,10 @@ struct prepared_transfer {
   bool registrable = true;
   transfer_plan plan = transfer_plan::automatic;
   batch_path batching = batch_path::automatic;  // how it moves if batched (transfer_options::batching)
+  // The ordinals of the devices holding the sides' memory (-1 for host memory, a copy of no bytes, or
+  // memory whose device the driver does not report): what a refused kernel path names.
+  int source_device = -1;
+  int destination_device = -1;
   std::shared_ptr<void> hold;  // kept until the GPU is done (a registration lease)
   in_flight_count counted;  // the engine's count of small copies in flight, released with the transfer
   in_flight_count on_pool_stream;  // the count of the engine's work on its pool stream (given no stream)
@@ -161,8 +165,9 @@ void force_plan(prepared_transfer& transfer, transfer_plan plan);
 
 // Sets the batch path a caller chooses (transfer_options::batching). Throws std::invalid_argument when
 // the transfer can never be batched: given a stream (`on_stream`), with a pageable side, or not a plain
-// 1-D copy; and for values that are no batch_path.
-void choose_batch_path(prepared_transfer& transfer, batch_path path, bool on_stream);
+// 1-D copy; for batch_path::kernel where a device side is memory of another device than the engine's
+// (`engine_device`), naming the side and both devices; and for values that are no batch_path.
+void choose_batch_path(prepared_transfer& transfer, batch_path path, bool on_stream, int engine_device);
 
 // Makes an op's operation (its handler's completion) when the engine asks: once the work is on its
 // stream where it can be put there at once, so that what the op's bookkeeping costs overlaps the GPU's
