@@ -1,11 +1,14 @@
 #include "bench/pipeline_load/load_generator.hpp"
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/buffer.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/read.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -17,7 +20,9 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -36,6 +41,10 @@ namespace {
 constexpr auto awaitable_tuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t verify_chunk_bytes = std::size_t{1} << 20;  // a multiple of 8: chunks hold whole words
 constexpr std::size_t payload_offsets = 4096;  // payloads start anywhere in the first 4 KiB of the source
+constexpr std::size_t message_bytes = 4096;     // of an error reply's message, the most that is read
+// After a failed write, how long the server's answer may take to be read. It is normally there already
+// (it came before the reset that failed the write); the bound is for a peer that sent nothing whole.
+constexpr std::chrono::seconds answer_patience{1};
 
 // Word j of `bytes` bytes at `data`, zero-padded past the end. Whole words take the constant-size copy,
 // which compiles to one load: checking replies must keep up with the server.
@@ -128,6 +137,60 @@ asio::awaitable<std::uint64_t> check_body(tcp::socket& socket, operation op, con
   co_return sum;
 }
 
+// An error reply's message: at most `message_bytes` of its `length`, fewer when the connection ends first.
+// Its callers await it in a statement of its own: GCC 12 destroys a temporary twice when a co_await sits
+// in a braced initializer or among a call's arguments.
+asio::awaitable<std::string> read_message(tcp::socket& socket, std::uint64_t length, asio::cancellation_slot slot) {
+  std::string message(std::min<std::uint64_t>(length, message_bytes), '\0');
+  auto [error, read] =
+      co_await asio::async_read(socket, asio::buffer(message), asio::bind_cancellation_slot(slot, awaitable_tuple));
+  message.resize(read);
+  co_return message;
+}
+
+struct server_answer {
+  status code;
+  std::string message;
+};
+
+// What the server sent before the connection broke under a write. A server that refuses a request
+// (busy, too_large, deadline_exceeded mid-payload, shutting_down) answers and closes without reading the
+// rest, so the client's write fails (EPIPE, ECONNRESET) while the answer waits in its receive queue, ahead
+// of the reset. Nothing when no whole error reply can be read within `answer_patience`.
+asio::awaitable<std::optional<server_answer>> read_answer(tcp::socket& socket) {
+  // Shared with the timer's handler, which may run after this coroutine is gone. Both run on the
+  // connection's strand, so `reading` tells the handler whether a read is still there to cancel.
+  struct bound {
+    explicit bound(const asio::any_io_executor& executor) : timer(executor, answer_patience) {}
+    asio::steady_timer timer;
+    asio::cancellation_signal signal;
+    bool reading = true;
+  };
+  const auto limit = std::make_shared<bound>(co_await asio::this_coro::executor);
+  limit->timer.async_wait([limit](boost::system::error_code error) {
+    if (!error && limit->reading) limit->signal.emit(asio::cancellation_type::terminal);
+  });
+  std::optional<server_answer> answer;
+  std::array<std::byte, reply_header_bytes> head;
+  auto [error, read] = co_await asio::async_read(socket, asio::buffer(head),
+                                                 asio::bind_cancellation_slot(limit->signal.slot(), awaitable_tuple));
+  if (!error) {
+    const reply_header reply = decode_reply(head);
+    if (reply.magic == reply_magic && reply.status != status::ok) {
+      std::string message = co_await read_message(socket, reply.length, limit->signal.slot());
+      answer = server_answer{reply.status, std::move(message)};
+    }
+  }
+  limit->reading = false;
+  limit->timer.cancel();
+  co_return answer;
+}
+
+std::string answered(std::size_t request, std::size_t bytes, status code, const std::string& message) {
+  return "request " + std::to_string(request) + " (" + std::to_string(bytes) + " bytes): the server answered " +
+         std::string(to_string(code)) + ": " + message;
+}
+
 asio::awaitable<void> client(run_state& state, std::size_t index) {
   const load_options& o = state.options;
   tcp::socket socket(co_await asio::this_coro::executor);
@@ -151,7 +214,12 @@ asio::awaitable<void> client(run_state& state, std::size_t index) {
     auto [write_error, written] = co_await asio::async_write(
         socket, std::array<asio::const_buffer, 2>{asio::buffer(head), asio::buffer(payload, bytes)}, awaitable_tuple);
     if (write_error) {
-      state.fail(index, "request " + std::to_string(i) + " not sent: " + write_error.message());
+      // The server's answer says why it stopped reading; the write's error only that it did.
+      if (const std::optional<server_answer> answer = co_await read_answer(socket)) {
+        state.fail(index, answered(i, bytes, answer->code, answer->message));
+      } else {
+        state.fail(index, "request " + std::to_string(i) + " not sent: " + write_error.message());
+      }
       break;
     }
     std::array<std::byte, reply_header_bytes> reply_bytes;
@@ -165,10 +233,8 @@ asio::awaitable<void> client(run_state& state, std::size_t index) {
       break;
     }
     if (reply.status != status::ok) {
-      std::string message(std::min<std::uint64_t>(reply.length, 4096), '\0');
-      co_await asio::async_read(socket, asio::buffer(message), awaitable_tuple);
-      state.fail(index, "request " + std::to_string(i) + " (" + std::to_string(bytes) + " bytes) got " +
-                            std::string(to_string(reply.status)) + ": " + message);
+      const std::string message = co_await read_message(socket, reply.length, {});
+      state.fail(index, answered(i, bytes, reply.status, message));
       break;
     }
     if (reply.length != reply_body_length(op, bytes)) {

@@ -37,7 +37,9 @@ struct load_report {
   double seconds = 0;
   std::vector<double> latencies;  // seconds per request, sorted
   std::size_t failures = 0;       // wrong replies, error replies, broken connections
-  std::vector<std::string> failure_messages;  // the first few
+  // The first few. An error reply is given by its status and message, also when the server sent it
+  // instead of reading the rest of the request (the write then failed: the reply says why).
+  std::vector<std::string> failure_messages;
 
   double gigabytes_per_second() const { return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0; }
   double payload_gigabytes_per_second() const {

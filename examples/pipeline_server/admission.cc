@@ -1,5 +1,6 @@
 // Admission: the acceptor's loop, which serves a connection under the limit (max_connections) on a
-// strand of its own and answers one over it `busy` before closing it.
+// strand of its own and answers one over it `busy` before closing it. Failed accepts go through
+// accept_backoff: out of descriptors, a waiting client is answered `busy` too.
 #include "examples/pipeline_server/server.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -13,6 +14,7 @@
 #include <array>
 #include <string>
 
+#include "examples/pipeline_server/accept_backoff.hpp"
 #include "examples/pipeline_server/awaitable_tuple.hpp"
 #include "examples/pipeline_server/connection.hpp"
 #include "examples/pipeline_server/deadline.hpp"
@@ -22,15 +24,26 @@ using asio::ip::tcp;
 
 namespace ferry::pipeline {
 
+namespace {
+
+// A `busy` reply: its header and `message`, as one frame.
+std::string busy_frame(const std::string& message) {
+  const auto head = encode(reply_header{reply_magic, status::busy, message.size(), 0});
+  std::string frame(reinterpret_cast<const char*>(head.data()), head.size());
+  return frame + message;
+}
+
+}  // namespace
+
 asio::awaitable<void> server::accept_loop() {
+  const std::string out_of_descriptors =
+      busy_frame("the server is out of file descriptors (its open-files limit): try again later");
   for (;;) {
-    auto [error, socket] = co_await acceptor_.async_accept(asio::make_strand(io_), awaitable_tuple);
-    if (error) {
-      if (stopping_ || error == asio::error::operation_aborted) co_return;
-      continue;  // a connection that failed before it was accepted (ECONNABORTED, EMFILE): try the next
-    }
-    socket.set_option(tcp::no_delay(true));
-    if (static_cast<std::size_t>(metrics_.connections_open()) >= options_.max_connections) {
+    auto [error, socket] = co_await accepts_->accept(asio::make_strand(io_), out_of_descriptors);
+    if (error) co_return;  // the acceptor was closed: shutting down
+    boost::system::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);  // a client that already left: its first read says so
+    if (static_cast<std::size_t>(metrics_.connections_open()) >= max_connections()) {
       metrics_.connection_refused();
       const asio::any_io_executor strand = socket.get_executor();
       asio::co_spawn(strand, refuse(std::move(socket)), asio::detached);
@@ -47,7 +60,7 @@ asio::awaitable<void> server::accept_loop() {
 
 // A connection over max_connections: told why, under the write deadline, then closed.
 asio::awaitable<void> server::refuse(tcp::socket socket) {
-  const std::string message = "the server is serving its maximum of " + std::to_string(options_.max_connections) +
+  const std::string message = "the server is serving its maximum of " + std::to_string(max_connections()) +
                               " connections: try again later";
   const auto head = encode(reply_header{reply_magic, status::busy, message.size(), 0});
   deadline limit(co_await asio::this_coro::executor, options_.write_deadline);

@@ -89,6 +89,21 @@ void buffer_pool::wake_head() {
   asio::post(head->timer.get_executor(), [head] { head->timer.expires_at(asio::steady_timer::time_point::min()); });
 }
 
+bool buffer_pool::my_turn(const std::shared_ptr<waiter>& me, lease_turn turn) const {
+  if (waiters_.empty() || waiters_.front() == me) return true;
+  // A lease before new requests passes every waiter but those of its own turn, queued before it.
+  return turn == lease_turn::before_new_requests && !me && waiters_.front()->turn != lease_turn::before_new_requests;
+}
+
+void buffer_pool::enqueue(std::shared_ptr<waiter> me) {
+  auto at = waiters_.end();
+  if (me->turn == lease_turn::before_new_requests) {
+    at = std::find_if(waiters_.begin(), waiters_.end(),
+                      [](const auto& w) { return w->turn != lease_turn::before_new_requests; });
+  }
+  waiters_.insert(at, std::move(me));
+}
+
 void buffer_pool::give_back(std::unique_ptr<staging_pair> pair) noexcept {
   std::lock_guard lock(mutex_);
   leased_ -= pair->class_bytes;
@@ -102,7 +117,7 @@ void buffer_pool::give_back(std::unique_ptr<staging_pair> pair) noexcept {
 }
 
 asio::awaitable<buffer_lease> buffer_pool::acquire(std::size_t bytes, asio::cancellation_slot cancel,
-                                                   std::function<bool()> given_up) {
+                                                   std::function<bool()> given_up, lease_turn turn) {
   const std::size_t class_bytes = class_of(bytes);
   if (class_bytes > budget_) {
     throw std::invalid_argument("buffer_pool::acquire: " + std::to_string(bytes) + " bytes need a buffer class of " +
@@ -117,10 +132,9 @@ asio::awaitable<buffer_lease> buffer_pool::acquire(std::size_t bytes, asio::canc
     std::vector<std::unique_ptr<staging_pair>> evicted;
     {
       std::lock_guard lock(mutex_);
-      // Strictly in arrival order: a newcomer does not pass requests already waiting, so a large request
-      // is not starved by a stream of small ones.
-      const bool my_turn = waiters_.empty() || waiters_.front() == me;
-      if (my_turn && leased_ + class_bytes <= budget_) {
+      // In arrival order within a turn: a newcomer does not pass requests already waiting, so a large
+      // request is not starved by a stream of small ones.
+      if (my_turn(me, turn) && leased_ + class_bytes <= budget_) {
         granted = true;
         if (auto same = idle_.find(class_bytes); same != idle_.end() && !same->second.empty()) {
           reused = std::move(same->second.back());
@@ -141,8 +155,9 @@ asio::awaitable<buffer_lease> buffer_pool::acquire(std::size_t bytes, asio::canc
         wake_head();  // the next one may fit too
       } else if (!me) {
         me = std::make_shared<waiter>(executor);
+        me->turn = turn;
         me->timer.expires_at(asio::steady_timer::time_point::max());
-        waiters_.push_back(me);
+        enqueue(me);
       } else {
         me->woken = false;
         me->timer.expires_at(asio::steady_timer::time_point::max());
@@ -161,6 +176,9 @@ asio::awaitable<buffer_lease> buffer_pool::acquire(std::size_t bytes, asio::canc
       }
     }
     co_await me->timer.async_wait(asio::bind_cancellation_slot(cancel, asio::as_tuple(asio::use_awaitable)));
+    // The wait's handler stays in the slot after it completes, referring to this timer: the caller's next
+    // cancellation must not reach it once the timer is gone.
+    if (cancel.is_connected()) cancel.clear();
     std::lock_guard lock(mutex_);
     // A wake-up and a cancellation can cross: the caller's flag says whether it still wants the buffer.
     if (!me->woken || (given_up && given_up())) {  // leave the queue, and let the next one try in our place

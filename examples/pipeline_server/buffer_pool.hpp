@@ -66,6 +66,12 @@ class buffer_lease {
   std::unique_ptr<staging_pair> pair_;
 };
 
+// Where a lease waits when the budget is spent. A request whose buffers grow as its payload arrives
+// holds a smaller pair while it waits for the next, and has reserved the room to grow (request_loop): it
+// goes before requests that hold nothing, so that a stream of new requests can neither starve it nor, by
+// taking the room it reserved, leave every growing request waiting for another.
+enum class lease_turn { in_arrival_order, before_new_requests };
+
 class buffer_pool {
  public:
   struct occupancy {
@@ -94,12 +100,14 @@ class buffer_pool {
   // The class that holds `bytes` of data: the next power of two, at least 4 KiB.
   static std::size_t class_of(std::size_t bytes) noexcept;
 
-  // A pair of the class of `bytes`, once it fits in the budget. Waits in arrival order; `cancel` (a
-  // terminal or partial cancellation) ends the wait, and when `given_up` (optional) then answers true the
-  // coroutine gets no lease (an empty one). Throws std::invalid_argument when the class is larger than the whole budget, and what the
+  // A pair of the class of `bytes`, once it fits in the budget. Waits in arrival order (leases of
+  // lease_turn::before_new_requests before the others); `cancel` (a terminal or partial cancellation)
+  // ends the wait, and when `given_up` (optional) then answers true the coroutine gets no lease (an empty
+  // one). Throws std::invalid_argument when the class is larger than the whole budget, and what the
   // allocations throw (ferry::out_of_memory, ...) with nothing held.
   boost::asio::awaitable<buffer_lease> acquire(std::size_t bytes, boost::asio::cancellation_slot cancel,
-                                               std::function<bool()> given_up = {});
+                                               std::function<bool()> given_up = {},
+                                               lease_turn turn = lease_turn::in_arrival_order);
 
   occupancy current() const;
 
@@ -108,12 +116,18 @@ class buffer_pool {
   struct waiter {
     explicit waiter(boost::asio::any_io_executor executor) : timer(std::move(executor)) {}
     boost::asio::steady_timer timer;
+    lease_turn turn = lease_turn::in_arrival_order;
     bool woken = false;  // guarded by mutex_
   };
 
   void give_back(std::unique_ptr<staging_pair> pair) noexcept;
   // Under mutex_: tells the first waiter to try again.
   void wake_head();
+  // Under mutex_: whether a lease of `turn` (`me`, when already queued) may be granted now, before the
+  // budget is even looked at.
+  bool my_turn(const std::shared_ptr<waiter>& me, lease_turn turn) const;
+  // Under mutex_: queues `me` behind those it may not pass.
+  void enqueue(std::shared_ptr<waiter> me);
   // Frees pairs (outside mutex_), telling the hook first.
   void release(std::vector<std::unique_ptr<staging_pair>> pairs) noexcept;
   std::unique_ptr<staging_pair> allocate(std::size_t class_bytes);

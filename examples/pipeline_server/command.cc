@@ -36,9 +36,15 @@ server_options parse(int argc, char** argv, std::ostream& out) {
       .duration<std::chrono::milliseconds>("write-deadline-ms", o.write_deadline, "for writing one reply")
       .duration<std::chrono::milliseconds>("grace-ms", o.shutdown_grace, "for in-flight requests at shutdown")
       .number("io-threads", o.io_threads, "threads serving the sockets")
-      .number("max-connections", o.max_connections, "connections served at once; more are answered busy")
+      .number("max-connections", o.max_connections,
+              "connections served at once; more are answered busy (default: 1024, or fewer to fit the open-files "
+              "limit; a value that does not fit is refused)")
+      .number("max-metrics-connections", o.max_metrics_connections,
+              "connections to the metrics port answered at once; more are answered 503")
       .number("gpu-lanes", o.gpu_lanes, "GPU streams shared by all connections")
       .number("payload-prefix", o.payload_prefix_bytes, "payload bytes that must arrive before buffers are leased")
+      .number("min-payload-rate", o.min_payload_bytes_per_second,
+              "bytes per second a payload must arrive at after its prefix, with 1 s of slack per step (0: no minimum)")
       .number("large-payload", o.large_payload_bytes, "payloads of at least this many bytes go through the gate")
       .number("large-payloads-at-once", o.large_payloads_at_once,
               "large payloads past their prefix at a time; the next waits its turn (0: no limit)")
@@ -80,6 +86,7 @@ int run_command(int argc, char** argv, std::ostream& out) {
   if (s.stage_port() != 0) out << ", stage port " << s.stage_port();
   if (!options.next_stage.empty()) out << ", next stage " << options.next_stage;
   out << std::endl;
+  if (!s.start_notice().empty()) out << "pipeline_server: " << s.start_notice() << std::endl;
   signals.async_wait([&](boost::system::error_code error, int signal) {
     if (error) return;
     out << "pipeline_server: signal " << signal << ", shutting down (grace " << options.shutdown_grace.count()

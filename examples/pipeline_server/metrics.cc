@@ -73,9 +73,48 @@ std::string_view to_string(error_kind kind) noexcept {
     case error_kind::header_timeout: return "header_timeout";
     case error_kind::no_next_stage: return "no_next_stage";
     case error_kind::next_stage_failed: return "next_stage_failed";
+    case error_kind::payload_too_slow: return "payload_too_slow";
     case error_kind::count: break;
   }
   return "unknown";
+}
+
+std::string_view to_string(accept_port port) noexcept {
+  switch (port) {
+    case accept_port::requests: return "requests";
+    case accept_port::metrics: return "metrics";
+    case accept_port::count: break;
+  }
+  return "unknown";
+}
+
+std::string_view to_string(accept_failure failure) noexcept {
+  switch (failure) {
+    case accept_failure::descriptors: return "descriptors";
+    case accept_failure::memory: return "memory";
+    case accept_failure::other: return "other";
+    case accept_failure::count: break;
+  }
+  return "unknown";
+}
+
+void server_metrics::write_accepts(std::ostream& out, const std::string& label) const {
+  out << "# HELP pipeline_accept_errors_total Accepts that failed, by port and cause; the loop waits before the next.\n"
+      << "# TYPE pipeline_accept_errors_total counter\n";
+  for (std::size_t p = 0; p < static_cast<std::size_t>(accept_port::count); ++p) {
+    for (std::size_t f = 0; f < accept_failures; ++f) {
+      const auto port = static_cast<accept_port>(p);
+      const auto failure = static_cast<accept_failure>(f);
+      out << "pipeline_accept_errors_total{" << label << ",port=\"" << to_string(port) << "\",reason=\""
+          << to_string(failure) << "\"} " << accept_errors(port, failure) << "\n";
+    }
+  }
+  out << "# HELP pipeline_metrics_connections_open Connections to the metrics port being answered.\n"
+      << "# TYPE pipeline_metrics_connections_open gauge\n"
+      << "pipeline_metrics_connections_open{" << label << "} " << scrapes_open_.load() << "\n"
+      << "# HELP pipeline_metrics_connections_refused_total Connections to the metrics port answered 503 and closed.\n"
+      << "# TYPE pipeline_metrics_connections_refused_total counter\n"
+      << "pipeline_metrics_connections_refused_total{" << label << "} " << scrapes_refused_.load() << "\n";
 }
 
 void server_metrics::record_request(operation op, status outcome, std::chrono::steady_clock::duration latency) noexcept {
@@ -146,9 +185,10 @@ std::string server_metrics::render(std::string_view stage, const buffer_pool::oc
       << "# HELP pipeline_connections_total Connections served (those refused at the limit are counted apart).\n"
       << "# TYPE pipeline_connections_total counter\n"
       << "pipeline_connections_total{" << label << "} " << connections_total_.load() << "\n"
-      << "# HELP pipeline_connections_refused_total Connections over the limit, answered busy and closed.\n"
+      << "# HELP pipeline_connections_refused_total Connections answered busy and closed (over the limit, or out of descriptors).\n"
       << "# TYPE pipeline_connections_refused_total counter\n"
       << "pipeline_connections_refused_total{" << label << "} " << connections_refused_.load() << "\n";
+  write_accepts(out, label);
 
   write_staging(out, label, memory);
   write_lanes(out, label, lanes);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,9 +34,21 @@ enum class error_kind : std::size_t {
   header_timeout,     // no whole request header within the header deadline: the connection was closed
   no_next_stage,      // a forward to a server without a next stage
   next_stage_failed,  // a forward whose next stage was gone or answered an error
+  payload_too_slow,   // a payload slower than the minimum rate: ended with deadline_exceeded, connection closed
   count,
 };
 std::string_view to_string(error_kind kind) noexcept;
+
+// The port whose accept failed, and why (pipeline_accept_errors_total{port,reason}).
+enum class accept_port : std::size_t { requests, metrics, count };
+enum class accept_failure : std::size_t {
+  descriptors,  // the process or the system is out of file descriptors (EMFILE, ENFILE)
+  memory,       // the kernel is out of socket buffers or memory (ENOBUFS, ENOMEM)
+  other,
+  count,
+};
+std::string_view to_string(accept_port port) noexcept;
+std::string_view to_string(accept_failure failure) noexcept;
 
 class server_metrics {
  public:
@@ -56,12 +69,26 @@ class server_metrics {
   void connection_closed() noexcept { connections_open_.fetch_sub(1); }
   // A connection over the limit, answered `busy` and closed (not among those opened).
   void connection_refused() noexcept { connections_refused_.fetch_add(1); }
+  // A connection to `port` accepted only to be refused: on the request port answered `busy` (counted
+  // with those over the limit), on the metrics port answered 503.
+  void connection_refused(accept_port port) noexcept {
+    (port == accept_port::requests ? connections_refused_ : scrapes_refused_).fetch_add(1);
+  }
+  void accept_failed(accept_port port, accept_failure failure) noexcept { accept_errors_[index(port, failure)].fetch_add(1); }
+  // A connection to the metrics port admitted under its cap, and its end.
+  void scrape_opened() noexcept { scrapes_open_.fetch_add(1); }
+  void scrape_closed() noexcept { scrapes_open_.fetch_sub(1); }
 
   std::uint64_t requests(status outcome) const noexcept;
   std::uint64_t errors(error_kind kind) const noexcept { return errors_[static_cast<std::size_t>(kind)].load(); }
   std::int64_t connections_open() const noexcept { return connections_open_.load(); }
   std::uint64_t connections_refused() const noexcept { return connections_refused_.load(); }
   std::uint64_t received_bytes() const noexcept { return bytes_in_.load(); }
+  std::uint64_t accept_errors(accept_port port, accept_failure failure) const noexcept {
+    return accept_errors_[index(port, failure)].load();
+  }
+  std::int64_t scrapes_open() const noexcept { return scrapes_open_.load(); }
+  std::uint64_t scrapes_refused() const noexcept { return scrapes_refused_.load(); }
 
   // The exposition: every counter, the histogram, and the gauges given (memory and lane occupancy, the
   // large payloads' gate when there is one, the planner's decisions when the stage has a planner). `stage` labels the series (ferry, thread_pool).
@@ -82,6 +109,16 @@ class server_metrics {
   std::atomic<std::uint64_t> connections_total_{0};
   std::atomic<std::int64_t> connections_open_{0};
   std::atomic<std::uint64_t> connections_refused_{0};
+  static constexpr std::size_t accept_failures = static_cast<std::size_t>(accept_failure::count);
+  static constexpr std::size_t index(accept_port port, accept_failure failure) noexcept {
+    return static_cast<std::size_t>(port) * accept_failures + static_cast<std::size_t>(failure);
+  }
+  std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(accept_port::count) * accept_failures> accept_errors_{};
+  std::atomic<std::int64_t> scrapes_open_{0};
+  std::atomic<std::uint64_t> scrapes_refused_{0};
+
+  // The accept errors' and the metrics port's series.
+  void write_accepts(std::ostream& out, const std::string& label) const;
 };
 
 }  // namespace ferry::pipeline

@@ -40,6 +40,24 @@ error_kind kind_of(status s) {
   }
 }
 
+// What a growing payload leases at most, in times the bytes that arrived (server.hpp): each pair is the
+// class of this many times the last one's, so the bytes copied from pair to pair add up to less than a
+// third of the payload.
+constexpr std::size_t lease_growth = 4;
+// What every step of a payload gets on top of its bytes at the minimum rate: a pause of the network or
+// the client's own scheduling is not a stall.
+constexpr std::chrono::seconds step_slack{1};
+// What close_without_reset() discards at most of what the client sent and the server did not read.
+constexpr std::size_t drain_limit_bytes = std::size_t{1} << 20;
+
+// The room a payload of `bytes` reserves to grow to (its class, and the last pair before it while the
+// bytes are copied over), or 0 when its first lease is its whole class: it never grows.
+std::size_t growth_room(std::size_t bytes, std::size_t first_lease_bytes) {
+  const std::size_t whole = buffer_pool::class_of(bytes);
+  if (buffer_pool::class_of(first_lease_bytes) >= whole) return 0;
+  return whole + whole / lease_growth;
+}
+
 std::string hex_of(std::uint32_t magic) {
   char hex[16];
   std::snprintf(hex, sizeof hex, "%08x", magic);
@@ -59,6 +77,7 @@ struct server::request_loop::request {
   const clock_type::time_point started;
   deadline limit;
   gate_pass large_payload_pass;  // for a large payload (server_options::large_payloads_at_once), until the reply
+  gate_pass growth_room;         // what a growing payload reserved, until all of it is in
   buffer_lease lease;            // after limit: given back before the deadline goes
 };
 
@@ -90,12 +109,40 @@ asio::awaitable<void> server::serve(std::shared_ptr<connection> c) {
   co_await requests.run();
 }
 
+// Once the server is stopping, a request the client already sent is still read, to be answered
+// shutting_down (check()): the reply answers it, instead of a reset that would drop the replies before.
 asio::awaitable<void> server::request_loop::run() {
-  while (!owner_.stopping_ && co_await serve_one()) {
+  // Not `while (... && co_await serve_one())`: GCC 12 builds that coroutine wrong once code follows the
+  // loop (its frame is resumed in a state it never set).
+  for (;;) {
+    if (owner_.stopping_ && !request_waiting()) break;
+    const bool more = co_await serve_one();
+    if (!more) break;
   }
-  boost::system::error_code ignored;
-  socket_.shutdown(tcp::socket::shutdown_both, ignored);
-  socket_.close(ignored);
+  close_without_reset();
+}
+
+// Closing a socket with unread bytes makes the kernel reset the connection, and a reset discards what
+// the client has not read yet: the end of the last reply. So the sending side is shut down first (the
+// client reads to the end of the stream) and what the client sent that was not read is discarded
+// (bounded; without waiting: what is still on its way may yet cause a reset) before the close.
+void server::request_loop::close_without_reset() noexcept {
+  boost::system::error_code error;
+  if (!socket_.is_open()) return;
+  socket_.shutdown(tcp::socket::shutdown_send, error);
+  socket_.non_blocking(true, error);
+  std::vector<std::byte> discarded(16384);
+  for (std::size_t drained = 0; !error && drained < drain_limit_bytes;) {
+    const std::size_t read = socket_.receive(asio::buffer(discarded), 0, error);
+    if (read == 0) break;  // the end of the stream, or nothing more has arrived (would_block)
+    drained += read;
+  }
+  socket_.close(error);
+}
+
+bool server::request_loop::request_waiting() {
+  boost::system::error_code error;
+  return socket_.is_open() && socket_.available(error) > 0 && !error;
 }
 
 asio::awaitable<bool> server::request_loop::serve_one() {
@@ -158,18 +205,22 @@ asio::awaitable<std::optional<operation>> server::request_loop::check(const requ
     co_return std::nullopt;
   }
   if (header.length > owner_.options_.max_payload_bytes) {
-    co_await error_reply(status::too_large, "payload length " + std::to_string(header.length) +
-                                                " bytes is over the server's maximum of " +
-                                                std::to_string(owner_.options_.max_payload_bytes) + " bytes");
-    record(*op, started, status::too_large);
+    const bool answered = co_await error_reply(status::too_large, "payload length " + std::to_string(header.length) +
+                                                    " bytes is over the server's maximum of " +
+                                                    std::to_string(owner_.options_.max_payload_bytes) + " bytes");
+    if (answered) {
+      record(*op, started, status::too_large);
+    }
     co_return std::nullopt;
   }
   co_return op;
 }
 
-// The prefix first: until it is here the request holds no budget, however long it announced. Then the
-// lease, the prefix copied into its host buffer, and the rest of the payload read after it. False when
-// the request ended on the way (answered if the client can still hear it).
+// The prefix first: until it is here the request holds no budget, however long it announced. Then a
+// lease of at most lease_growth times the prefix, the prefix copied into its host buffer, and the rest
+// of the payload read after it in steps, each filling the pair leased so far before a pair lease_growth
+// times larger takes its place. False when the request ended on the way (answered if the client can
+// still hear it).
 asio::awaitable<bool> server::request_loop::read_payload(request& r) {
   const std::size_t prefix_bytes = std::min(r.bytes, owner_.options_.payload_prefix_bytes);
   if (prefix_.size() < prefix_bytes) prefix_.resize(prefix_bytes);
@@ -182,18 +233,72 @@ asio::awaitable<bool> server::request_loop::read_payload(request& r) {
     co_return false;
   }
   if (!co_await pass_gate(r)) co_return false;
-  if (!co_await lease_buffers(r)) co_return false;
-  staging_pair& pair = r.lease.pair();
-  std::copy_n(prefix_.data(), prefix_bytes, pair.host.get());
-  auto [payload_error, payload_read] = co_await asio::async_read(
-      socket_, asio::buffer(pair.host.get() + prefix_bytes, r.bytes - prefix_bytes),
-      asio::bind_cancellation_slot(r.limit.slot(), awaitable_tuple));
-  owner_.metrics_.add_bytes_in(payload_read);
-  if (payload_error) {
-    co_await payload_failed(r, payload_error, prefix_bytes + payload_read);
+  std::size_t first_lease_bytes = std::min(r.bytes, lease_growth * prefix_bytes);
+  const std::size_t room = growth_room(r.bytes, first_lease_bytes);
+  if (room > owner_.options_.memory_budget_bytes) {
+    first_lease_bytes = r.bytes;  // no room to grow within the budget: leased whole, as it arrives here
+  } else if (room > 0) {
+    if (!co_await reserve_growth(r, room)) co_return false;
+  }
+  const lease_turn turn = r.growth_room ? lease_turn::before_new_requests : lease_turn::in_arrival_order;
+  if (!co_await lease_buffers(r, first_lease_bytes, turn, r.lease)) co_return false;
+  std::copy_n(prefix_.data(), prefix_bytes, r.lease.pair().host.get());
+  for (std::size_t arrived = prefix_bytes;;) {
+    const std::size_t until = std::min(r.bytes, r.lease.pair().class_bytes);
+    if (!co_await read_step(r, arrived, until)) co_return false;
+    arrived = until;
+    if (arrived == r.bytes) break;
+    if (!co_await grow_lease(r, arrived)) co_return false;
+  }
+  r.growth_room = gate_pass{};  // all of it is in: its lease no longer grows
+  co_return true;
+}
+
+asio::awaitable<bool> server::request_loop::read_step(request& r, std::size_t from, std::size_t until) {
+  using std::chrono::duration_cast;
+  const auto request_left = r.started + owner_.options_.request_deadline - clock_type::now();
+  auto allowed = request_left;
+  if (const std::size_t rate = owner_.options_.min_payload_bytes_per_second; rate > 0) {
+    const auto at_rate = duration_cast<clock_type::duration>(
+        step_slack + std::chrono::duration<double>(static_cast<double>(until - from) / static_cast<double>(rate)));
+    allowed = std::min(allowed, at_rate);
+  }
+  deadline step_limit(strand_, allowed);
+  auto [error, read] = co_await asio::async_read(socket_, asio::buffer(r.lease.pair().host.get() + from, until - from),
+                                                 asio::bind_cancellation_slot(step_limit.slot(), awaitable_tuple));
+  step_limit.disarm();
+  owner_.metrics_.add_bytes_in(read);
+  if (!error) co_return true;
+  co_await payload_failed(r, error, from + read, step_limit.expired() && allowed < request_left);
+  co_return false;
+}
+
+// The next pair, lease_growth times the last (or the payload's class), before every request that holds
+// nothing (lease_turn); what arrived is copied into it and the last pair goes back.
+asio::awaitable<bool> server::request_loop::grow_lease(request& r, std::size_t arrived) {
+  buffer_lease next;
+  if (!co_await lease_buffers(r, std::min(r.bytes, lease_growth * r.lease.pair().class_bytes),
+                              lease_turn::before_new_requests, next)) {
     co_return false;
   }
+  std::copy_n(r.lease.pair().host.get(), arrived, next.pair().host.get());
+  r.lease = std::move(next);
   co_return true;
+}
+
+// The room a growing payload may grow to, reserved in arrival order before it leases anything: growing
+// requests then never all hold part of the budget while each waits for more. False, after the error
+// reply, when the deadline passed first.
+asio::awaitable<bool> server::request_loop::reserve_growth(request& r, std::size_t bytes) {
+  r.growth_room = co_await owner_.growth_gate_->enter(r.limit.slot(), [&r] { return r.limit.expired(); }, bytes);
+  if (r.growth_room) co_return true;
+  const bool answered = co_await error_reply(status::deadline_exceeded,
+                           "the request's deadline passed while it waited for room in the memory budget to grow its "
+                           "buffers as its payload arrives (payload unread)");
+  if (answered) {
+    record(r.op, r.started, status::deadline_exceeded);
+  }
+  co_return false;
 }
 
 // A large payload's turn (server_options::large_payloads_at_once), waited for under the request's deadline
@@ -202,44 +307,63 @@ asio::awaitable<bool> server::request_loop::pass_gate(request& r) {
   if (!owner_.large_gate_ || r.bytes < owner_.options_.large_payload_bytes) co_return true;
   r.large_payload_pass = co_await owner_.large_gate_->enter(r.limit.slot(), [&r] { return r.limit.expired(); });
   if (r.large_payload_pass) co_return true;
-  co_await error_reply(status::deadline_exceeded,
-                       "the request's deadline passed while it waited for its turn among large payloads (payload unread)");
-  record(r.op, r.started, status::deadline_exceeded);
+  const bool answered = co_await error_reply(status::deadline_exceeded, "the request's deadline passed while it waited for its turn "
+                                                      "among large payloads (payload unread)");
+  if (answered) {
+    record(r.op, r.started, status::deadline_exceeded);
+  }
   co_return false;
 }
 
-// The request's buffers from the pool, waiting (under the request's deadline) while the budget is spent.
-// False, after the error reply, when there is no memory or the deadline passed first.
-asio::awaitable<bool> server::request_loop::lease_buffers(request& r) {
+// Buffers from the pool, waiting (under the request's deadline) while the budget is spent.
+asio::awaitable<bool> server::request_loop::lease_buffers(request& r, std::size_t bytes, lease_turn turn,
+                                                          buffer_lease& lease) {
   std::string allocation_failure;
   try {
-    r.lease = co_await owner_.pool_->acquire(r.bytes, r.limit.slot(), [&r] { return r.limit.expired(); });
-  } catch (const std::exception& error) {  // out of host or device memory: nothing is held
+    lease = co_await owner_.pool_->acquire(bytes, r.limit.slot(), [&r] { return r.limit.expired(); }, turn);
+  } catch (const std::exception& error) {  // out of host or device memory: nothing more is held
     allocation_failure = error.what();
   }
   if (!allocation_failure.empty()) {
-    co_await error_reply(status::gpu_error, "no memory for the request (payload unread): " + allocation_failure);
-    record(r.op, r.started, status::gpu_error);
-    co_return false;
+    const bool answered = co_await error_reply(status::gpu_error, "no memory for the request (payload unread): " + allocation_failure);
+    if (answered) {
+      record(r.op, r.started, status::gpu_error);
+    }
+  } else if (!lease) {
+    const bool answered = co_await error_reply(status::deadline_exceeded,
+                             "the request's deadline passed while it waited for staging memory (payload unread)");
+    if (answered) {
+      record(r.op, r.started, status::deadline_exceeded);
+    }
   }
-  if (!r.lease) {
-    co_await error_reply(status::deadline_exceeded,
-                         "the request's deadline passed while it waited for staging memory (payload unread)");
-    record(r.op, r.started, status::deadline_exceeded);
-    co_return false;
-  }
-  co_return true;
+  co_return static_cast<bool>(lease);
 }
 
 // Why the payload's reading stopped after `read` of its bytes, answered when the client can hear it.
-asio::awaitable<void> server::request_loop::payload_failed(request& r, boost::system::error_code error, std::size_t read) {
+asio::awaitable<void> server::request_loop::payload_failed(request& r, boost::system::error_code error, std::size_t read,
+                                                          bool too_slow) {
   if (error == asio::error::eof) {
-    co_await error_reply(status::truncated, "payload truncated: the connection ended after " + std::to_string(read) +
-                                                " of " + std::to_string(r.bytes) + " bytes");
-    record(r.op, r.started, status::truncated);
+    const bool answered = co_await error_reply(status::truncated, "payload truncated: the connection ended after " +
+                                                    std::to_string(read) + " of " + std::to_string(r.bytes) + " bytes");
+    if (answered) {
+      record(r.op, r.started, status::truncated);
+    }
+  } else if (too_slow) {
+    const std::string message = "the payload arrived slower than the server's minimum of " +
+                                std::to_string(owner_.options_.min_payload_bytes_per_second) +
+                                " bytes per second (after " + std::to_string(step_slack.count()) + " s of slack): " +
+                                std::to_string(read) + " of " + std::to_string(r.bytes) + " bytes arrived (payload unread)";
+    owner_.metrics_.record_error(error_kind::payload_too_slow);
+    const bool answered = co_await write_reply(reply_header{reply_magic, status::deadline_exceeded, message.size(), 0},
+                                               asio::buffer(message));
+    if (answered) {
+      record(r.op, r.started, status::deadline_exceeded);
+    }
   } else if (r.limit.expired()) {
-    co_await error_reply(status::deadline_exceeded, "the request's deadline passed while its payload was read");
-    record(r.op, r.started, status::deadline_exceeded);
+    const bool answered = co_await error_reply(status::deadline_exceeded, "the request's deadline passed while its payload was read");
+    if (answered) {
+      record(r.op, r.started, status::deadline_exceeded);
+    }
   } else {
     owner_.metrics_.record_error(error_kind::disconnected);
   }
@@ -295,7 +419,7 @@ asio::awaitable<bool> server::request_loop::reply(request& r, const stage_outcom
   } else {
     written = co_await error_reply(outcome.status, outcome.message);
   }
-  record(r.op, r.started, outcome.status);
+  if (written) record(r.op, r.started, outcome.status);
   co_return written && !closes_connection(outcome.status);
 }
 

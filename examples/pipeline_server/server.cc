@@ -13,6 +13,7 @@
 #include <string>
 #include <tuple>
 
+#include "examples/pipeline_server/accept_backoff.hpp"
 #include "examples/pipeline_server/connection.hpp"
 #include "examples/pipeline_server/next_stage.hpp"
 #include "examples/pipeline_server/stage_listener.hpp"
@@ -77,7 +78,8 @@ void check_options(const server_options& o) {
     throw std::invalid_argument("pipeline server: header_deadline " + std::to_string(o.header_deadline.count()) +
                                 " ms must be positive");
   }
-  if (o.max_connections == 0) throw std::invalid_argument("pipeline server: max_connections is 0");
+  if (o.max_connections == 0u) throw std::invalid_argument("pipeline server: max_connections is 0");
+  if (o.max_metrics_connections == 0) throw std::invalid_argument("pipeline server: max_metrics_connections is 0");
   if (o.gpu_lanes == 0) throw std::invalid_argument("pipeline server: gpu_lanes is 0");
   // 0 would lease on the header alone; more than a few MiB per connection is memory outside the budget.
   if (o.payload_prefix_bytes == 0 || o.payload_prefix_bytes > max_payload_prefix_bytes) {
@@ -129,10 +131,15 @@ server::server(server_options options, const stage_factory& make_stage)
     : options_((check_options(options), std::move(options))),
       control_(asio::make_strand(io_)),
       acceptor_(control_),
-      metrics_acceptor_(control_) {
+      metrics_acceptor_(control_),
+      connection_limit_(fit_max_connections(options_, open_files_limit())) {
+  spare_ = std::make_unique<spare_descriptor>();
+  accepts_ = std::make_unique<accept_backoff>(acceptor_, *spare_, metrics_, accept_port::requests);
+  metrics_accepts_ = std::make_unique<accept_backoff>(metrics_acceptor_, *spare_, metrics_, accept_port::metrics);
   stage_ = make_stage(io_.get_executor());
   lanes_ = std::make_unique<lane_pool>(*stage_, options_.gpu_lanes);
   if (options_.large_payloads_at_once > 0) large_gate_ = std::make_unique<payload_gate>(options_.large_payloads_at_once);
+  growth_gate_ = std::make_unique<payload_gate>(options_.memory_budget_bytes);
   gpu_stage* const stage = stage_.get();
   pool_ = std::make_unique<buffer_pool>(
       options_.memory_budget_bytes, stage_->context(),
@@ -183,6 +190,8 @@ void server::shutdown() {
     boost::system::error_code ignored;
     acceptor_.close(ignored);
     metrics_acceptor_.close(ignored);
+    accepts_->cancel();  // a loop waiting after a failed accept ends now, not at the end of its wait
+    metrics_accepts_->cancel();
     grace_timer_ = std::make_unique<asio::steady_timer>(control_, options_.shutdown_grace);
     grace_timer_->async_wait([this](boost::system::error_code error) {
       if (error) return;

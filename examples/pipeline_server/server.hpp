@@ -7,10 +7,19 @@
 // - connections: at most max_connections are served; one over the limit gets a `busy` reply and is
 //   closed. A connection that does not deliver a whole request header within header_deadline (from
 //   connecting, or from its last reply) is closed, so silent or trickling clients cannot pile up.
+//   max_connections fits under the process's open-files limit (checked at start), and when descriptors
+//   run out all the same the accept loops wait and retry instead of spinning, and a spare descriptor
+//   lets one waiting client be told `busy` (accept_backoff.hpp). The metrics port answers at most
+//   max_metrics_connections at once.
 // - memory: every request leases its buffers from a buffer_pool, but only once the first
 //   payload_prefix_bytes of its payload (or all of a shorter one) have arrived, into a small buffer of
-//   the connection: a header alone, announcing however much, reserves nothing. When the budget is spent
-//   connections stop reading instead of allocating.
+//   the connection: a header alone, announcing however much, reserves nothing. Then what it leases grows
+//   with what arrived: a pair of at most lease_growth times the bytes in (copied into the next pair
+//   when full), so a client that stalls mid-payload holds little; such a request first reserves the
+//   room to grow to its whole payload (growth_gate_, in bytes of the budget), so that growing requests
+//   never all wait for each other. Each step's bytes must arrive at min_payload_bytes_per_second (after
+//   a second of slack) or the request ends. When the budget is spent connections stop reading instead of
+//   allocating.
 // - GPU lanes (streams): a lane_pool of gpu_lanes lanes shared by all connections; a request borrows one
 //   for its GPU step only, waiting asynchronously when all are busy.
 // - large payloads: requests of at least large_payload_bytes go past their payload's prefix at most
@@ -67,8 +76,11 @@ struct server_options {
   std::chrono::milliseconds write_deadline{10000};    // for writing one reply
   std::chrono::milliseconds shutdown_grace{10000};    // in-flight requests may finish within this
   std::size_t io_threads = 4;
-  // Connections served at once; more are answered `busy` and closed.
-  std::size_t max_connections = 1024;
+  // Connections served at once; more are answered `busy` and closed. Nothing: default_max_connections,
+  // lowered at start to what the open-files limit leaves room for (fit_max_connections).
+  std::optional<std::size_t> max_connections;
+  // Connections to the metrics port answered at once; more are answered 503 and closed.
+  std::size_t max_metrics_connections = 16;
   // GPU lanes (streams for ferry's stage) shared by all connections: enough that busy connections rarely
   // wait for one, few enough that a thousand connections do not make a thousand streams.
   std::size_t gpu_lanes = 64;
@@ -76,6 +88,10 @@ struct server_options {
   // request leases its buffers: at most this much per connection is held for a client that sends a
   // header and no payload, instead of a lease of the announced length.
   std::size_t payload_prefix_bytes = std::size_t{64} << 10;
+  // After its prefix, a payload's bytes arrive in steps (each filling the pair leased so far); a step of
+  // n bytes must be in within a second plus n at this rate, or the request ends with deadline_exceeded
+  // and its connection is closed: a client cannot keep memory by trickling. 0: no minimum.
+  std::size_t min_payload_bytes_per_second = std::size_t{64} << 10;
   // Requests whose payload is at least large_payload_bytes: at most large_payloads_at_once of them are
   // past their prefix at a time (read, on the GPU, being answered); the next waits, in arrival order and
   // under its deadline, before it leases its buffers. Without such a limit every large request shares
@@ -109,8 +125,27 @@ remote::memory_kind parse_memory_kind(const std::string& text, const std::string
 // `option` and the value when it is not of that form or the port is not 1 to 65535.
 std::pair<std::string, unsigned short> split_host_port(const std::string& host_port, const std::string& option);
 
+// max_connections when none is given, unless the open-files limit leaves room for fewer.
+inline constexpr std::size_t default_max_connections = 1024;
+// The descriptors the server needs beside its connections: the two listening sockets, the spare, the
+// metrics port's connections and room for the rest of the process (standard streams, the io_context,
+// the engine, UCX's stage links).
+std::size_t descriptors_beside_connections(const server_options& options) noexcept;
+// The soft RLIMIT_NOFILE of the process (the largest std::size_t when unlimited).
+std::size_t open_files_limit() noexcept;
+struct connection_limit {
+  std::size_t max_connections = 0;
+  std::string notice;  // why the default was lowered; empty when it was not
+};
+// The max_connections a server with `options` runs with under an open-files limit of `open_files`: the
+// value given, or the default lowered to fit. std::invalid_argument naming the option, the value and the
+// limit when a value given does not fit beside descriptors_beside_connections(), or nothing does.
+connection_limit fit_max_connections(const server_options& options, std::size_t open_files);
+
 class next_stage;
 class stage_listener;
+class spare_descriptor;
+class accept_backoff;
 
 class server {
  public:
@@ -143,6 +178,10 @@ class server {
   // Large payloads inside the gate and waiting (nothing when large_payloads_at_once is 0).
   std::optional<payload_gate::occupancy> large_payloads() const;
   const gpu_stage& stage() const noexcept { return *stage_; }
+  // The connections it serves at once (fit_max_connections), and why that is fewer than the default
+  // (empty when it is not): the command prints it.
+  std::size_t max_connections() const noexcept { return connection_limit_.max_connections; }
+  const std::string& start_notice() const noexcept { return connection_limit_.notice; }
 
  private:
   struct connection;   // connection.hpp
@@ -163,6 +202,8 @@ class server {
   std::unique_ptr<buffer_pool> pool_;
   std::unique_ptr<lane_pool> lanes_;  // after stage_: its lanes are closed before the stage goes
   std::unique_ptr<payload_gate> large_gate_;  // null when large_payloads_at_once is 0
+  // The room growing payloads reserved, in bytes of the memory budget (see request_loop's lease steps).
+  std::unique_ptr<payload_gate> growth_gate_;
   // After the pools and the stage, which the stage links use; the worker on io_, before them.
   std::unique_ptr<remote::worker> stage_worker_;  // reset on control_ by stop_stage_links()
   std::unique_ptr<stage_listener> stage_listener_;
@@ -175,6 +216,11 @@ class server {
   boost::asio::ip::tcp::acceptor metrics_acceptor_;
   boost::asio::ip::tcp::endpoint endpoint_;
   boost::asio::ip::tcp::endpoint metrics_endpoint_;
+  connection_limit connection_limit_;
+  // The accept loops' way through failed accepts (accept_backoff.hpp), one spare descriptor for both.
+  std::unique_ptr<spare_descriptor> spare_;
+  std::unique_ptr<accept_backoff> accepts_;
+  std::unique_ptr<accept_backoff> metrics_accepts_;
   std::atomic<bool> stopping_{false};
   std::list<std::weak_ptr<connection>> connections_;
   std::unique_ptr<boost::asio::steady_timer> grace_timer_;

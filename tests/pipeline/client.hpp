@@ -89,6 +89,10 @@ class client {
     std::vector<std::uint8_t> sink(bytes);
     return socket_.read_some(boost::asio::buffer(sink));
   }
+  // Reads at most `bytes` into `into`; `error` says how the stream ended when nothing was read.
+  std::size_t read_some_into(void* into, std::size_t bytes, boost::system::error_code& error) {
+    return socket_.read_some(boost::asio::buffer(into, bytes), error);
+  }
   // Whether something (bytes, the end of the stream) can be read within `limit`: a bound on waiting for
   // a server that might never answer.
   bool readable_within(std::chrono::milliseconds limit) {

@@ -1,13 +1,16 @@
 // The pipeline_server command (examples/pipeline_server/command.hpp) in a child process: it prints where
 // it listens, serves, and on SIGTERM with a request in flight finishes that request, then exits 0; flags
-// it cannot run with end it with a message naming the flag and the value.
+// it cannot run with end it with a message naming the flag and the value; under a low open-files limit
+// it says that it lowered its default connection limit, and refuses a --max-connections over it.
 // The child is forked before this process touches the driver (no fixture here), so that the child owns
 // its own CUDA state, as the real command does.
 #include "examples/pipeline_server/command.hpp"
 
 #include <boost/test/unit_test.hpp>
 
+#include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -68,10 +71,19 @@ struct finished_child {
   std::string errors;  // what it wrote to stderr
 };
 
+// Lowers the soft open-files limit of this process (a child's, before it runs the command).
+void lower_open_files_limit(rlim_t soft) {
+  rlimit limit{};
+  getrlimit(RLIMIT_NOFILE, &limit);
+  limit.rlim_cur = soft;
+  setrlimit(RLIMIT_NOFILE, &limit);
+}
+
 // pipeline_server (the command linked with the sim: :pipeline_server_on_sim, beside this test) with
-// `flags`, its stderr brought back here, until it exits. A program of its own, as a user runs it: a
+// `flags` (and the soft open-files limit `open_files`, unless 0), its stderr brought back here, until it
+// exits. A program of its own, as a user runs it: a
 // refused flag ends it through exit(), which a forked copy of this test could not run cleanly.
-finished_child run_server_with(const std::vector<std::string>& flags) {
+finished_child run_server_with(const std::vector<std::string>& flags, rlim_t open_files = 0) {
   const std::string program = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "pipeline_server_on_sim";
   int errors = -1;
   const pid_t child = fork_into_pipe(STDERR_FILENO, errors);
@@ -82,6 +94,10 @@ finished_child run_server_with(const std::vector<std::string>& flags) {
     for (std::string& word : words) argv.push_back(word.data());
     argv.push_back(nullptr);
     setenv("FERRY_BACKEND", "sim", 1);
+    if (open_files != 0) {
+      lower_open_files_limit(open_files);
+      alarm(60);  // a server that starts instead of refusing ends here, failing the test rather than hanging it
+    }
     execv(program.c_str(), argv.data());
     _exit(127);
   }
@@ -97,25 +113,31 @@ boost::asio::ip::tcp::endpoint loopback(const std::string& port) {
   return {boost::asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(std::stoi(port))};
 }
 
+// The command (`pipeline_server --io-threads 2`) in a child process whose standard output is `out`;
+// `open_files`, when not 0, is the child's open-files limit. Returns the child's pid.
+pid_t start_command_in_child(int& out, rlim_t open_files = 0) {
+  const pid_t child = fork_into_pipe(STDOUT_FILENO, out);
+  if (child != 0) return child;
+  if (open_files != 0) lower_open_files_limit(open_files);
+  char name[] = "pipeline_server";
+  char flag[] = "--io-threads";
+  char value[] = "2";
+  char* argv[] = {name, flag, value, nullptr};
+  int status = 1;
+  try {
+    status = ferry::pipeline::run_command(3, argv, std::cout);
+  } catch (const std::exception& error) {
+    std::cerr << "pipeline_server: " << error.what() << "\n";
+  }
+  std::cout.flush();
+  _exit(status);
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(sigterm_finishes_the_request_in_flight_and_exits_0) {
   int out = -1;
-  const pid_t child = fork_into_pipe(STDOUT_FILENO, out);
-  if (child == 0) {
-    char name[] = "pipeline_server";
-    char flag[] = "--io-threads";
-    char value[] = "2";
-    char* argv[] = {name, flag, value, nullptr};
-    int status = 1;
-    try {
-      status = ferry::pipeline::run_command(3, argv, std::cout);
-    } catch (const std::exception& error) {
-      std::cerr << "pipeline_server: " << error.what() << "\n";
-    }
-    std::cout.flush();
-    _exit(status);
-  }
+  const pid_t child = start_command_in_child(out);
   const std::string line = next_line(out);
   std::smatch ports;
   BOOST_REQUIRE_MESSAGE(std::regex_search(line, ports, std::regex("listening on 127\\.0\\.0\\.1:([0-9]+), metrics on "
@@ -182,4 +204,28 @@ BOOST_AUTO_TEST_CASE(stage_flags_it_cannot_run_with_are_named_with_their_values)
                           r.flags[0] << " " << r.flags[1] << ": \"" << part << "\" not in: " << done.errors);
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(under_a_low_open_files_limit_the_default_max_connections_is_lowered_and_said_and_a_value_over_it_refused) {
+  const finished_child refused = run_server_with({"--max-connections", "1000"}, 256);
+  BOOST_CHECK_EQUAL(refused.exit_status, 1);
+  for (const char* part : {"max_connections (--max-connections) 1000", "open-files limit 256", "ulimit -n"}) {
+    BOOST_CHECK_MESSAGE(refused.errors.find(part) != std::string::npos, "\"" << part << "\" not in: " << refused.errors);
+  }
+
+  int out = -1;
+  const pid_t child = start_command_in_child(out, 256);
+  const std::string listening = next_line(out);
+  BOOST_CHECK_MESSAGE(listening.find("listening on 127.0.0.1:") != std::string::npos, listening);
+  pollfd said{out, POLLIN, 0};  // a command that says nothing more must not hold the test until it exits
+  const std::string notice = poll(&said, 1, 20000) > 0 ? next_line(out) : std::string("(nothing within 20 s)");
+  BOOST_CHECK_MESSAGE(std::regex_search(notice, std::regex("^pipeline_server: max_connections \\(--max-connections\\) "
+                                                           "lowered from its default 1024 to [0-9]+ to fit under the "
+                                                           "open-files limit 256: .*ulimit -n")),
+                      notice);
+  BOOST_REQUIRE_EQUAL(kill(child, SIGTERM), 0);
+  int status = 0;
+  BOOST_REQUIRE_EQUAL(waitpid(child, &status, 0), child);
+  BOOST_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  close(out);
 }

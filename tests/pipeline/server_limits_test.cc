@@ -279,7 +279,8 @@ BOOST_AUTO_TEST_CASE(large_payloads_wait_their_turn_while_small_ones_are_served)
   const auto b = random_vector<std::uint8_t>(200000, 141);
   second.send_request(operation::checksum, b);
   BOOST_REQUIRE(eventually([&] { return srv->large_payloads()->waiting == 1; }));
-  BOOST_CHECK_EQUAL(srv->memory().leased_bytes, pipeline::buffer_pool::class_of(a.size()));
+  // The first holds a pair of four times its prefix, its buffers growing as the rest arrives.
+  BOOST_CHECK_EQUAL(srv->memory().leased_bytes, pipeline::buffer_pool::class_of(4 * options.payload_prefix_bytes));
   BOOST_CHECK(srv->metrics_text().find("pipeline_large_payloads_waiting{stage=\"ferry\"} 1") != std::string::npos);
   BOOST_CHECK(srv->metrics_text().find("pipeline_large_payloads_limit{stage=\"ferry\"} 1") != std::string::npos);
   // Payloads below the threshold do not wait for it: served meanwhile.
@@ -365,6 +366,110 @@ BOOST_AUTO_TEST_CASE(shutdown_releases_what_waiting_and_silent_connections_hold)
   BOOST_CHECK_EQUAL(srv->memory().leased_bytes, 0u);
   BOOST_CHECK_EQUAL(srv->lanes().busy, 0u);
   BOOST_CHECK_EQUAL(srv->lanes().waiting, 0u);
+}
+
+// Payloads that stop past their prefix: each holds a pair of at most four times what it sent, not one of
+// its announced length, so however many stall (up to the connection limit) an ordinary request is served
+// at once. With the lease of the announced length these took the whole budget.
+BOOST_AUTO_TEST_CASE(stalled_payloads_hold_memory_in_proportion_to_what_arrived_while_others_are_served) {
+  pipeline::server_options options = small_server_options();
+  options.max_payload_bytes = std::size_t{16} << 20;
+  options.memory_budget_bytes = std::size_t{256} << 20;
+  options.max_connections = 64;
+  options.min_payload_bytes_per_second = 0;  // they stall for the whole test
+  start(options);
+  const std::size_t stalled_at = options.payload_prefix_bytes + 1;
+  const auto part = random_vector<std::uint8_t>(stalled_at, 150);
+  std::vector<std::unique_ptr<client>> stallers;
+  for (int i = 0; i < 62; ++i) {
+    stallers.push_back(std::make_unique<client>(srv->endpoint()));
+    const auto head = header_bytes(operation::transform, options.max_payload_bytes);
+    stallers.back()->send_raw(head.data(), head.size());
+    stallers.back()->send_raw(part.data(), part.size());
+  }
+  // Every prefix read (those that found no room to grow yet wait for it with the byte past it unread).
+  const std::uint64_t prefixes = stallers.size() * (pipeline::request_header_bytes + options.payload_prefix_bytes);
+  BOOST_REQUIRE(eventually([&] { return srv->metrics().received_bytes() >= prefixes; }));
+  std::this_thread::sleep_for(milliseconds(300));  // time to lease more, were the server to
+  // Each pair of the stallers that reserved room to grow is the class of four prefixes.
+  const std::size_t first_pair = pipeline::buffer_pool::class_of(4 * options.payload_prefix_bytes);
+  BOOST_CHECK_LE(srv->memory().leased_bytes, stallers.size() * first_pair);
+  BOOST_CHECK_GT(srv->memory().leased_bytes, 0u);
+
+  for (std::uint64_t i = 0; i < 3; ++i) {
+    const auto asked = std::chrono::steady_clock::now();
+    check_served(*srv, 4096, 151 + i);
+    BOOST_CHECK_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count(), 2.0);
+  }
+  check_served(*srv, 4 * options.payload_prefix_bytes, 155);  // the largest request that never grows
+
+  // A staller that goes on is served in full, its pairs growing with what arrives (the others leave
+  // first: it may be among those waiting for room to grow, which they reserved).
+  stallers.resize(1);
+  const auto rest = random_vector<std::uint8_t>(options.max_payload_bytes - stalled_at, 156);
+  std::vector<std::uint8_t> whole(part);
+  whole.insert(whole.end(), rest.begin(), rest.end());
+  stallers[0]->send_raw(rest.data(), rest.size());
+  check_reply(reply_within_patience(*stallers[0]), operation::transform, whole);
+  stallers.clear();
+  check_nothing_held(*this);
+}
+
+BOOST_AUTO_TEST_CASE(a_payload_slower_than_the_minimum_rate_is_ended_and_its_memory_returned) {
+  pipeline::server_options options = small_server_options();
+  options.min_payload_bytes_per_second = std::size_t{1} << 20;
+  start(options);
+  client slow(srv->endpoint());
+  const auto head = header_bytes(operation::transform, options.max_payload_bytes);
+  const auto part = random_vector<std::uint8_t>(options.payload_prefix_bytes + 1000, 160);
+  const auto sent = std::chrono::steady_clock::now();
+  slow.send_raw(head.data(), head.size());
+  slow.send_raw(part.data(), part.size());
+  BOOST_REQUIRE(eventually([&] { return srv->memory().leased_bytes > 0; }));
+  const reply r = reply_within_patience(slow);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+  BOOST_CHECK_EQUAL(pipeline::to_string(r.header.status), pipeline::to_string(status::deadline_exceeded));
+  BOOST_CHECK_MESSAGE(r.text().find("slower than the server's minimum of 1048576 bytes per second") != std::string::npos &&
+                          r.text().find(std::to_string(part.size()) + " of 1048576 bytes arrived") != std::string::npos,
+                      r.text());
+  // The step after the prefix (to four prefixes) gets a second of slack plus its bytes at the rate.
+  BOOST_CHECK_GE(waited, 1.0);
+  BOOST_CHECK_LT(waited, 10.0);
+  BOOST_CHECK(slow.readable_within(patience) && slow.closed_by_server());
+  BOOST_CHECK_EQUAL(srv->metrics().errors(pipeline::error_kind::payload_too_slow), 1u);
+  BOOST_CHECK(srv->metrics_text().find("pipeline_errors_total{stage=\"ferry\",kind=\"payload_too_slow\"} 1") !=
+              std::string::npos);
+  check_nothing_held(*this);
+}
+
+// Growing requests never hold the budget between them while each waits for more: more of them than
+// the budget holds at their full size, sent in pieces at once, all complete.
+BOOST_AUTO_TEST_CASE(payloads_growing_at_once_beyond_the_budget_all_arrive_whole) {
+  pipeline::server_options options = small_server_options();  // 1 MiB maximum, 4 MiB budget
+  start(options);
+  constexpr std::size_t senders = 12;
+  std::vector<std::vector<std::uint8_t>> payloads;
+  std::vector<std::unique_ptr<client>> clients;
+  for (std::size_t i = 0; i < senders; ++i) {
+    payloads.push_back(random_vector<std::uint8_t>(options.max_payload_bytes - 977 * i, 170 + i));
+    clients.push_back(std::make_unique<client>(srv->endpoint()));
+  }
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < senders; ++i) {
+    threads.emplace_back([&, i] {
+      const auto head = header_bytes(operation::transform, payloads[i].size());
+      clients[i]->send_raw(head.data(), head.size());
+      for (std::size_t at = 0; at < payloads[i].size(); at += 50000) {
+        clients[i]->send_raw(payloads[i].data() + at, std::min<std::size_t>(50000, payloads[i].size() - at));
+        std::this_thread::sleep_for(milliseconds(2));
+      }
+    });
+  }
+  for (std::size_t i = 0; i < senders; ++i) check_reply(reply_within_patience(*clients[i]), operation::transform, payloads[i]);
+  for (auto& t : threads) t.join();
+  BOOST_CHECK_LE(srv->memory().leased_bytes + srv->memory().idle_bytes, options.memory_budget_bytes);
+  clients.clear();
+  check_nothing_held(*this);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -388,6 +388,59 @@ BOOST_AUTO_TEST_CASE(shutdown_under_load_finishes_requests_in_flight_and_stops) 
   BOOST_CHECK_THROW(client late(srv->endpoint()), boost::system::system_error);  // no longer accepting
 }
 
+// A pipelining client at shutdown: the reply in flight arrives whole, the request sent behind it is
+// answered shutting_down, and the connection ends with the end of the stream, not a reset (which would
+// drop the part of the reply the client had not read yet).
+BOOST_AUTO_TEST_CASE(shutdown_delivers_the_reply_in_flight_whole_and_answers_a_pipelined_request) {
+  for (std::uint64_t trial = 0; trial < 3; ++trial) {
+    pipeline::server_options options = small_server_options();
+    options.max_payload_bytes = std::size_t{4} << 20;
+    options.memory_budget_bytes = std::size_t{16} << 20;
+    start(options, 1);
+    client c(srv->endpoint(), 4096);
+    const auto first = random_vector<std::uint8_t>(options.max_payload_bytes, 30 + trial);
+    const auto second = random_vector<std::uint8_t>(5000, 40 + trial);
+    c.send_request(operation::transform, first);
+    BOOST_REQUIRE(eventually([&] { return gates_placed() == 1 && srv->lanes().busy == 1; }));
+    c.send_request(operation::transform, second);  // behind the first, before its reply
+    srv->shutdown();
+    open_gates();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the server writes and ends meanwhile
+    check_reply(c.read_reply(), operation::transform, first);
+    const reply queued = c.read_reply();
+    BOOST_CHECK_EQUAL(pipeline::to_string(queued.header.status), pipeline::to_string(status::shutting_down));
+    std::uint8_t byte;
+    boost::system::error_code end;
+    BOOST_CHECK_EQUAL(c.read_some_into(&byte, 1, end), 0u);
+    BOOST_CHECK_MESSAGE(end == boost::asio::error::eof, "the connection ended with " << end.message());
+    srv->wait();
+    srv.reset();
+    std::lock_guard lock(gates_mutex);
+    gates.clear();  // the next trial's server gates its first lane again
+  }
+}
+
+// requests_total{status="ok"} counts replies delivered: a client that leaves before its reply is in is
+// counted disconnected, not ok.
+BOOST_AUTO_TEST_CASE(a_reply_the_client_never_received_is_not_counted_ok) {
+  pipeline::server_options options = small_server_options();
+  options.max_payload_bytes = std::size_t{16} << 20;  // more than the sockets' buffers hold
+  options.memory_budget_bytes = std::size_t{64} << 20;
+  start(options);
+  {
+    client c(srv->endpoint(), 4096);
+    const auto payload = random_vector<std::uint8_t>(options.max_payload_bytes, 50);
+    c.send_request(operation::transform, payload);
+    BOOST_CHECK_GT(c.read_some(100), 0u);  // the reply has begun
+    c.close();
+  }
+  BOOST_CHECK(eventually([&] { return srv->metrics().connections_open() == 0; }));
+  BOOST_CHECK_EQUAL(srv->metrics().requests(status::ok), 0u);
+  BOOST_CHECK_EQUAL(srv->metrics().errors(pipeline::error_kind::disconnected), 1u);
+  BOOST_CHECK(srv->metrics_text().find("pipeline_requests_total{stage=\"ferry\",operation=\"transform\",status=\"ok\"} 0") !=
+              std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(options_that_cannot_work_are_rejected_by_name) {
   pipeline::server_options options = small_server_options();
   options.memory_budget_bytes = options.max_payload_bytes / 2;

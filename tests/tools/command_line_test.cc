@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstddef>
 #include <initializer_list>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -74,6 +75,23 @@ BOOST_AUTO_TEST_CASE(flags_not_given_keep_their_defaults) {
   BOOST_TEST(s.name == "default");
   BOOST_TEST(s.deadline.count() == 250);
   BOOST_TEST(!s.mode);
+}
+
+BOOST_AUTO_TEST_CASE(an_optional_number_holds_a_value_only_when_its_flag_is_given) {
+  const auto parse_limit = [](std::initializer_list<const char*> arguments) {
+    std::optional<std::size_t> limit;
+    command_line command("tool", "What the tool does.");
+    command.number("limit", limit, "a limit (without it: the tool's choice)");
+    std::vector<const char*> argv{"tool"};
+    argv.insert(argv.end(), arguments);
+    std::ostringstream out;
+    command.parse(static_cast<int>(argv.size()), argv.data(), out);
+    return limit;
+  };
+  BOOST_TEST(!parse_limit({}).has_value());
+  BOOST_TEST(parse_limit({"--limit", "1024"}).value_or(0) == 1024u);
+  BOOST_TEST(parse_limit({"--limit=0"}).value_or(1) == 0u);
+  expect_error<usage_error>([&] { parse_limit({"--limit", "-1"}); }, {"-1", "limit"});
 }
 
 BOOST_AUTO_TEST_CASE(a_switch_takes_no_value_and_refuses_one) {

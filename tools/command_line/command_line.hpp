@@ -8,6 +8,7 @@
 #include <boost/program_options/value_semantic.hpp>
 
 #include <chrono>
+#include <optional>
 #include <ostream>
 #include <stdexcept>
 #include <string>
@@ -34,6 +35,10 @@ class command_line {
   command_line& switch_flag(const char* name, bool& target, const char* help);
   template <class T>
   command_line& number(const char* name, T& target, const char* help);
+  // A number whose absence means something (the program picks a value itself): `target` holds one only
+  // when the flag is given. `help` says what happens without it.
+  template <class T>
+  command_line& number(const char* name, std::optional<T>& target, const char* help);
   // --name as a count of `Unit` (e.g. std::chrono::milliseconds), stored in any duration type.
   template <class Unit, class Rep, class Period>
   command_line& duration(const char* name, std::chrono::duration<Rep, Period>& target, const char* help);
@@ -71,6 +76,13 @@ command_line& command_line::number(const char* name, T& target, const char* help
   auto* value = boost::program_options::value<detail::number_text<T>>()->value_name("N")->notifier(
       [&target](const detail::number_text<T>& given) { target = given.value; });
   return declare(name, value, help, detail::format_number(target));
+}
+
+template <class T>
+command_line& command_line::number(const char* name, std::optional<T>& target, const char* help) {
+  auto* value = boost::program_options::value<detail::number_text<T>>()->value_name("N")->notifier(
+      [&target](const detail::number_text<T>& given) { target = given.value; });
+  return declare(name, value, help, target ? detail::format_number(*target) : "");
 }
 
 template <class Unit, class Rep, class Period>
