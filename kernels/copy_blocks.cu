@@ -1,7 +1,7 @@
-// ferry_copy_blocks: many small copies in one launch (gather and scatter are lists of them), where
-// one cuMemcpyAsync per block would cost a few microseconds of launch each. ferry_copy_span: one long
-// copy moved by the SMs (a peer copy over NVLink, engine::copy_peer's kernel path), the same copy loop
-// with the whole grid as its threads.
+// ferry_copy_blocks: many small copies in one launch (gather and scatter are lists of them), where one
+// cuMemcpyAsync per block would cost a driver call each, far more than a small block's bytes take.
+// ferry_copy_span: one long copy moved by the SMs (a peer copy over NVLink, engine::copy_peer's kernel
+// path), the same copy loop with the whole grid as its threads.
 //
 // One block of threads per copied block: the block reads its source, destination and size once (a
 // broadcast load), and its threads walk the bytes together, so a warp always touches contiguous memory

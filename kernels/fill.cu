@@ -6,7 +6,7 @@
 // address (one st.global.v2.u64, 512 contiguous bytes per warp), a few bytes of unaligned head and tail
 // aside. The 1-D fills give each block one tile of fill_units_per_thread units per thread, contiguous,
 // and the launcher a block per tile: blocks that finish their tile and leave make room for the next,
-// which kept the memory busier on the H200 than one wave of blocks striding over the whole range
+// which keeps the memory busier than one wave of blocks striding over the whole range
 // (bench/transfer_bandwidth's fill64 row; the 2-D fill keeps the wave). Past the grid's limit, blocks
 // take further tiles in a loop.
 #include <cstdint>

@@ -136,8 +136,9 @@ inline constexpr unsigned copy_block_threads = 128;
 // is cut: 256 threads, 8 blocks per SM.
 inline constexpr unsigned copy_span_threads = 256;
 // The resident copier is one block: 1024 threads keep 64 KiB of 16-byte loads in flight (four per
-// thread), so that a 64 KiB copy from host memory waits out the link's latency once (with 256 threads a
-// 64 KiB poke took longer than the copy engine's), while the block holds half of one SM's threads.
+// thread), so that a 64 KiB copy from host memory waits out the link's latency once (a smaller block would
+// wait it out once for each share it can hold in flight, and take longer than the copy engine), while the
+// block holds half of one SM's threads.
 inline constexpr unsigned resident_copy_threads = 1024;
 
 }  // namespace ferry::detail::kernels

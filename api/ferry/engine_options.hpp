@@ -135,17 +135,17 @@ struct engine_options {
   // where the GPU is done with it sooner), else an idle one, else the next in turn.
   std::size_t pool_streams = 4;
   completion_policy policy = completion_policy::poll;
-  // poll: the poller spins this long after the last activity, then parks (a parked thread takes tens of
-  // microseconds to run again on a virtual machine, which the next op would pay). Unset: 1 ms on
+  // poll: the poller spins this long after the last activity, then parks (a parked thread is slow to run
+  // again once woken, above all on a virtual machine, which the next op would pay). Unset: 1 ms on
   // machines with at least 4 cores (the gaps of a request/response loop or of a benchmark's trials),
   // else 200 us (on 2 cores the spinning poller takes the core that the copy threads need).
   std::optional<std::chrono::microseconds> spin_window;
   // poll: the longest the poller's spin after activity grows to. Where ops keep coming after pauses
   // longer than spin_window but shorter than this (at least half of the last 8 such pauses), the poller
   // spins 5/4 of the longest of them, so that the next op after such a pause finds it awake rather than
-  // paying its wake-up (tens of microseconds); the handler's io thread lingers as long once nothing is
-  // owed there (executor_spin). Unset: 5 ms on machines with at least 4 cores, else spin_window (no
-  // growth). At least spin_window.
+  // paying its wake-up; the handler's io thread lingers as long once nothing is owed there
+  // (executor_spin). Unset: 5 ms on machines with at least 4 cores, else spin_window (no growth). At
+  // least spin_window.
   std::optional<std::chrono::microseconds> max_spin_window;
   completion_mark marks = completion_mark::by_submitter;  // poll: who writes a transfer's completion flag
   // poll: longest sleep between queries while work is pending (sleeps grow with the age of the oldest

@@ -1,17 +1,17 @@
 // Vectored transfers (engine::poke_blocks / peek_blocks): a list of blocks moved as one operation, by one
 // launch of the gather/scatter kernel (ferry_copy_blocks), which reads and writes page-locked host memory
 // in place through unified addressing, or by one cuMemcpyBatchAsync (the copy engine). A driver call per
-// block costs a few microseconds; a launch moves a thousand 4 KiB blocks in about the time the link needs
-// for their bytes. The checks read the caller's list where it lies and write a page-locked list's copies,
-// as the three arrays both paths take, where they are read: into a free descriptor slab where the list may
-// take the kernel in one launch, else into arrays of the list's own. The GPU waits for the initiating call,
-// and each pass over a long list is a good part of the call. Pageable blocks are packed into a staging
-// chunk first: a poke's at the call, a peek's copied out once the GPU is done, before the caller hears.
-// Pageable blocks that one chunk cannot hold, or that find no chunk free at the call, are staged as a
-// pageable transfer is, chunk by chunk (leased when the list's turn comes, never waiting on a thread), each
-// chunk's pieces moved by one launch (their descriptors in the chunk, after their bytes) where the list
-// chose the kernel and the chunk's pieces suit it (as many and as small as the engine's rule asks),
-// otherwise by one cuMemcpyBatchAsync.
+// block costs far more than a small block's bytes take on the link; one launch moves many small blocks in
+// about the time the link needs for their bytes. The checks read the caller's list where it lies and write
+// a page-locked list's copies, as the three arrays both paths take, where they are read: into a free
+// descriptor slab where the list may take the kernel in one launch, else into arrays of the list's own. The
+// GPU waits for the initiating call, and each pass over a long list is a good part of the call. Pageable
+// blocks are packed into a staging chunk first: a poke's at the call, a peek's copied out once the GPU is
+// done, before the caller hears. Pageable blocks that one chunk cannot hold, or that find no chunk free at
+// the call, are staged as a pageable transfer is, chunk by chunk (leased when the list's turn comes, never
+// waiting on a thread), each chunk's pieces moved by one launch (their descriptors in the chunk, after
+// their bytes) where the list chose the kernel and the chunk's pieces suit it (as many and as small as the
+// engine's rule asks), otherwise by one cuMemcpyBatchAsync.
 #pragma once
 
 #include <atomic>

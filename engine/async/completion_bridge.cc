@@ -31,9 +31,10 @@ constexpr auto failure_check_interval = std::chrono::milliseconds(10);
 constexpr auto event_sweep_interval = std::chrono::microseconds(100);
 
 // Poll: while some stream's oldest pending work is younger than this, the bridge looks at flag words
-// every ~60 ns (4 pauses); otherwise every ~0.5 us (32 pauses), leaving more of the core to whatever
-// shares it (on a virtual machine, a hyperthread sibling may be another of our threads). Small copies
-// finish inside it; a look 0.5 us late costs a longer transfer under 1% of its time.
+// after every 4 pauses; otherwise after every 32, leaving more of the core to whatever shares it (on a
+// virtual machine, a hyperthread sibling may be another of our threads). Small copies finish inside it,
+// and their round trip needs their end seen at once; a longer transfer loses only a small share of its
+// time to a look that comes 32 pauses late.
 constexpr auto fine_look_window = std::chrono::microseconds(50);
 
 std::unique_ptr<completion_flags> flags_for(const driver_table& driver, const engine_options& options,
@@ -449,7 +450,8 @@ void completion_bridge::run() {
   // No op's initiating call runs on this thread, except one that a handler run here starts (which holds
   // an in_place_completions(false) meanwhile).
   const in_place_completions delivering(true);
-  // Linux lets a sleep overrun by up to 50 us (timer slack); the backoff sleeps are meant to be short.
+  // Linux's default timer slack lets a sleep overrun by up to 50 us; the backoff sleeps are meant to be
+  // short.
   ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   auto last_failure_check = std::chrono::steady_clock::now();
   while (!abandoned_.load() && take_incoming()) {
@@ -501,9 +503,10 @@ void completion_bridge::run() {
     if (young || now - oldest < pending_spin_) {
       // Young work: keep looking, with a short pause between looks, not a yield: a system call would
       // cost more than a look and could hand the core away for a time slice. Reading flag words costs
-      // nothing until the GPU writes them: ~60 ns between looks for young work (32 pauses made the
-      // bridge learn of a 4 KiB copy's flag 0.3 us later on average; see fine_look_window). Spinning
-      // on cuEventQuery holds driver locks that submitting threads wait for: ~0.5 us between queries.
+      // nothing until the GPU writes them, so young work's flags are looked at after every few pauses,
+      // and a small copy's flag is seen soon after the GPU writes it (see fine_look_window). Spinning
+      // on cuEventQuery holds driver locks that submitting threads wait for: more pauses between
+      // queries.
       const bool fine = !queried_events_ && now - newest < fine_look_window;
       const int pauses = fine ? 4 : 32;
       for (int i = 0; i < pauses; ++i) spin_pause();

@@ -6,8 +6,8 @@
 // What the poll policy spins on: a completion flag (completion_flags.hpp), a word the GPU writes after
 // the watched work, read without a driver call; the work's event is queried only every
 // event_sweep_interval (to learn of failures: a failed stream writes no flag) and for work that got no
-// flag. On the H200 this learns of a 4 KiB copy ~0.5 us sooner than spinning on cuEventQuery on the
-// same thread, and ~1 us sooner than a second thread doing so (bench/completion_signals).
+// flag. Reading a word learns of a small copy's end sooner than querying its event, on this thread or
+// on a second one, which the round trip of small copies needs (bench/completion_signals compares them).
 //
 // The submitting thread and the bridge thread share only a hand-off stack (incoming_): a submission
 // pushes its entry with one compare-exchange and takes no lock; the bridge takes the whole stack with
@@ -100,8 +100,8 @@ class completion_bridge {
   // What `done` will touch, for the bridge thread to bring into its cache when it takes the work over,
   // while the GPU still works (they must live until `done` has run: `done` holds them). Written by the
   // submitting thread on another core, each line would otherwise cost a transfer between the cores on
-  // the way to the handler: on the H200, the way from the flag to a coroutine's resumption took 1.7 us
-  // without, 1.2 with (bench/stage_trace).
+  // the way to the handler, after the flag is seen; brought in while the GPU works, they cost nothing
+  // there (bench/stage_trace times each stage of that way).
   struct warm_up {
     const operation* op = nullptr;  // with its completion (operation::prefetch)
     const void* state = nullptr;    // and `state_bytes` of the continuation's own
@@ -110,10 +110,10 @@ class completion_bridge {
   void watch_armed(ticket armed, continuation done, warm_up warm);
   void watch_armed(ticket armed, continuation done) { watch_armed(std::move(armed), std::move(done), warm_up{}); }
 
-  // Work is about to be handed over: a parked bridge starts waking now, so that its wake-up (tens of
-  // microseconds on a virtual machine) overlaps the rest of the initiating call and the GPU's work
-  // rather than following the hand-over. Costs a load when the bridge is awake, a system call (a few
-  // microseconds) when it is parked.
+  // Work is about to be handed over: a parked bridge starts waking now, so that its wake-up (slow,
+  // above all on a virtual machine) overlaps the rest of the initiating call and the GPU's work rather
+  // than following the hand-over. Costs a load when the bridge is awake, a system call when it is
+  // parked.
   void expect_work() {
     if (parked_.load(std::memory_order_relaxed)) nudge();
   }

@@ -1,6 +1,6 @@
 // Words of mapped page-locked memory that the GPU writes (cuStreamWriteValue32) once the work before them
-// on a stream is done: the poll policy reads a word instead of asking cuEventQuery, which costs ~1.5 us
-// a call on the H200 and holds driver locks that submissions on other threads then wait for
+// on a stream is done: the poll policy reads a word instead of asking cuEventQuery, a driver call that
+// costs far more than a read and holds driver locks that submissions on other threads then wait for
 // (bench/completion_signals, bench/submit_path_costs). Word i belongs to the completion bridge's entry i
 // (whoever holds the entry holds its word, so no lock guards them); each use of a word has a new value
 // for the GPU to write there, so a word is never mistaken for done by an earlier use. The op's event

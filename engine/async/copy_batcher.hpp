@@ -1,9 +1,9 @@
-// Coalesces concurrent small copies into one submission: one cuMemcpyBatchAsync (a 4 KiB copy costs
-// ~2.5 us of driver time alone, ~0.8 us inside a batch), or one launch of the gather/scatter kernel
-// (ferry_copy_blocks), which reads and writes page-locked host memory directly and moves a batch's blocks
-// at link speed. A copy joins a batch only when another arrived within the burst window before it, so a
-// lone copy (a request/response loop) is submitted at once; a batch is submitted when it is full or its
-// window has passed, so no copy waits longer than the window.
+// Coalesces concurrent small copies into one submission: one cuMemcpyBatchAsync (a small copy's driver time
+// is mostly the call's own, which a batch pays once for all its copies), or one launch of the
+// gather/scatter kernel (ferry_copy_blocks), which reads and writes page-locked host memory directly and
+// moves a batch's blocks at link speed. A copy joins a batch only when another arrived within the burst
+// window before it, so a lone copy (a request/response loop) is submitted at once; a batch is submitted
+// when it is full or its window has passed, so no copy waits longer than the window.
 #pragma once
 
 #include <cuda.h>

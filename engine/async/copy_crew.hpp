@@ -1,10 +1,10 @@
 // Threads that split large memcpys (filling and draining staging chunks) among themselves and the
-// calling thread. Two choices come from the H200's virtual machine, where a parked thread takes 25 us
-// (median) to 250 us (99th percentile) to run again once woken (bench/host_timers):
+// calling thread. Two choices come from the time a parked thread takes to run again once woken, long
+// and uneven on a virtual machine (bench/host_timers):
 // - the caller never waits for a wake-up: it takes slices itself until none is left unclaimed, then
 //   waits only for slices already being copied;
-// - between jobs the crew spins for `spin` before parking, since a staged transfer hands it a chunk
-//   every ~100 us.
+// - between jobs the crew spins for `spin` before parking, since a staged transfer hands it its chunks
+//   one after another, each sooner than a parked thread would wake.
 #pragma once
 
 #include <atomic>

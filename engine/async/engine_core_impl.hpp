@@ -176,8 +176,8 @@ struct engine_core::impl {
   // that the report and plan_counts() always agree.
   void record_plan(const prepared_transfer& transfer, transfer_plan plan);
   // Read once, and the machine-dependent defaults below chosen from it in one place:
-  // std::thread::hardware_concurrency() opens /sys/devices/system/cpu/online on each call (glibc), a few
-  // microseconds that every op paid while executor_spin() asked it.
+  // std::thread::hardware_concurrency() opens /sys/devices/system/cpu/online on each call (glibc), system
+  // calls too dear for every op to pay.
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   std::chrono::microseconds executor_spin =
       options.executor_spin ? *options.executor_spin

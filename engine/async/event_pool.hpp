@@ -1,5 +1,5 @@
-// Timing-disabled events, created on demand and reused: recording and querying an event costs ~0.2 us,
-// creating one far more.
+// Timing-disabled events, created on demand and reused: recording and querying an event is cheap,
+// creating one far dearer.
 #pragma once
 
 #include <cuda.h>

@@ -1,6 +1,7 @@
 // Large pageable buffers that are transferred again and again are registered (cuMemHostRegister) once
 // and then moved by the copy engine directly, at pinned speed, instead of through the staging pool.
-// Registering costs ~24 GB/s (11 ms for 256 MiB), so a buffer is registered the second time it is seen.
+// Registering takes time in proportion to the buffer's size, which one transfer does not win back, so a
+// buffer is registered the second time it is seen.
 // Bounded in bytes; least recently used registrations that no transfer is using are dropped first.
 //
 // The hazard: ferry cannot see free(). Registration pins the pages behind the addresses; if the caller

@@ -10,7 +10,7 @@
 // context (cuCtxSynchronize, and the frees of memory: cuMemFree, cuMemFreeHost) is not kept waiting for
 // long; the next post launches it again. A thread of the copier's own, which never calls the driver, also
 // stops it once nothing was posted for idle_stop: the bridge may itself be held in a driver call while
-// the kernel runs (under compute-sanitizer its stream query was seen waiting inside the sanitizer, every
+// the kernel runs (under a tool such as compute-sanitizer a stream query can wait inside the tool, every
 // other thread waiting for the driver's lock), and a kernel that only the bridge could stop would then run
 // for ever. Entries are taken in ring order; the ring's state (the next entry's index, and whether a
 // kernel is running to take it) is one host word, changed by compare-exchange, so a post takes no lock

@@ -47,10 +47,10 @@ struct staged_state : std::enable_shared_from_this<staged_state> {
     if (sequenced) engine->sequencer.done(stream);
   }
 
-  // Leases the next chunk (or stops). Runs on the thread that finished the previous step. With
-  // `fill_here` (an engine worker, or a small transfer's starting thread), a chunk that is free now is
-  // returned to be filled on this thread: handing it to a worker would cost a wake-up per chunk (25-250 us
-  // on a virtual machine). Otherwise the lease hands the chunk to a worker when it comes, and nullptr is
+  // Leases the next chunk (or stops). Runs on the thread that finished the previous step. With `fill_here`
+  // (an engine worker, or a small transfer's starting thread), a chunk that is free now is returned to be
+  // filled on this thread: handing it to a worker would cost a wake-up per chunk (long, above all on a
+  // virtual machine). Otherwise the lease hands the chunk to a worker when it comes, and nullptr is
   // returned.
   staging_pool::chunk next(bool fill_here) {
     if (next_offset >= transfer->bytes || op->cancel_requested() || engine->sticky.load() != CUDA_SUCCESS) {

@@ -1,7 +1,7 @@
-// A bounded pool of pinned staging chunks for pageable transfers: allocated once (pinned allocation runs
-// at ~1.7 GB/s, so never per call), leased one chunk at a time, and returned only by the engine when the
-// GPU is done with the chunk. An op that finds no free chunk waits asynchronously; the pool never grows
-// past its bound.
+// A bounded pool of pinned staging chunks for pageable transfers: allocated once (allocating pinned
+// memory is slower than the copy it would serve, so never per call), leased one chunk at a time, and
+// returned only by the engine when the GPU is done with the chunk. An op that finds no free chunk waits
+// asynchronously; the pool never grows past its bound.
 #pragma once
 
 #include <cstddef>

@@ -1,7 +1,7 @@
 // The ranges of memory ferry allocated or registered itself (malloc_host, register_host, malloc_device,
 // malloc_managed and the buffers built on them), so that an op's argument checks find its pointers without
 // asking the driver: a pointer-attribute query per side per op, which takes the driver's locks. A pointer
-// not found here is asked of the driver as before, so forgetting a range is always safe; remembering one
+// not found here is asked of the driver, so forgetting a range is always safe; remembering one
 // the driver no longer holds is not, and so ranges are forgotten before ferry frees or unregisters them,
 // and checked against the driver at the first look after ferry destroyed or released a context
 // (engine/driver/context_releases.hpp: a context that goes away frees its memory).

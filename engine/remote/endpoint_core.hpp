@@ -23,7 +23,7 @@ namespace ferry::remote::detail {
 
 class endpoint_core;
 
-// An op in UCX's hands. Its four states (style habit 14) are not_started -> in_flight -> completed, with
+// An op in UCX's hands. Its four states are not_started -> in_flight -> completed, with
 // cancel_requested marked beside in_flight; every field is read and written under the worker's lock.
 class request_state final : public request {
  public:

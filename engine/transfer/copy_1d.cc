@@ -62,7 +62,7 @@ prepared_transfer prepare_copy_1d(std::string_view operation, std::size_t count,
   const plan_1d plan = plan_copy_1d(operation, count, element_size, source, destination);
   prepared_transfer transfer;
   // A pageable side may be staged: the engine's threads then read or write it on the host, which
-  // device memory passed as a host span would not survive (the fuzzer met it as a crash). The same
+  // device memory passed as a host span would not survive (a host thread that touches it crashes). The same
   // driver call tells the planner whether the driver knows the side as page-locked. (One side at most
   // is host memory: plan_copy_1d refuses two.)
   for (const endpoint* side : {&source, &destination}) {

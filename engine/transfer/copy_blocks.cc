@@ -101,7 +101,7 @@ struct block_sink {  // a list of blocks
 struct array_sink {  // copies, as the kernel and the copy engine take them
   copy_arrays arrays;
   // Read prefetches, though the checks write these lines: a line no other core holds comes exclusive
-  // either way, and PREFETCHW on lines only in memory shortened nothing where it was tried.
+  // either way, and PREFETCHW brings a line that is only in memory no sooner.
   void prefetch(std::size_t first, std::size_t count) const noexcept {
     prefetch_for_reading(arrays.sources + first, count * sizeof(CUdeviceptr));
     prefetch_for_reading(arrays.destinations + first, count * sizeof(CUdeviceptr));
@@ -261,8 +261,8 @@ checked_blocks check_list(std::string_view operation, bool to_device, memory_kin
   const bool pinned = host_kind == memory_kind::pinned_host;
   // The caller's list a run at a time: the run stays in the core's cache, the list is read once. The
   // list and the copies' memory are asked for a window ahead of the checks (the first window at once):
-  // both were last touched a while ago (the copies' slab by the GPU), and where neither was in the cache
-  // the pass took three times as long as over cached lines, and about twice as long with the prefetches.
+  // both were last touched a while ago (the copies' slab by the GPU), and a pass over lines that are not
+  // in the cache waits for memory at each of them, where the prefetches let it wait for many at once.
   std::array<block_sides, 256> run;
   constexpr std::size_t ahead = 4 * run.size();
   const std::size_t listed = blocks.size();

@@ -48,7 +48,7 @@ class in_place_completions {
 
 class operation {
  public:
-  // The four states of style habit 14: not_submitted -> submitted -> completed, with cancel_requested
+  // The four states of a cancellable op: not_submitted -> submitted -> completed, with cancel_requested
   // reachable from the first two. Transitions are compare-exchanges, so a cancellation racing with the
   // GPU's completion resolves one way only.
   enum class state : int { not_submitted, submitted, cancel_requested, completed };

@@ -65,7 +65,7 @@ CUresult cuStreamWriteValue32(CUstream stream_handle, CUdeviceptr addr, cuuint32
   std::shared_ptr<stream> s;
   FERRY_SIM_TRY(resolve_stream(stream_handle, s));
   FERRY_SIM_TRY(s->owner().sticky());
-  // The v2 entry point takes no flags: it refuses NO_MEMORY_BARRIER (the H200's driver does).
+  // The v2 entry point takes no flags: it refuses NO_MEMORY_BARRIER, as the driver does.
   if (flags != CU_STREAM_WRITE_VALUE_DEFAULT) return CUDA_ERROR_INVALID_VALUE;
   resolved word;
   FERRY_SIM_TRY(word_at(addr, word));
