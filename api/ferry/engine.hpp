@@ -34,7 +34,7 @@
 //   completion (signature void(error_code, std::vector<T>)). Other rvalue containers do not compile.
 // - Which thread runs the handler: a thread running the handler's associated executor (the engine's
 //   executor when the handler has none), through asio::post, or, for an io_context's own executor, run
-//   by the engine's keep-awake task on one of its threads (README, "Keeping the handler's io_context
+//   by the engine's keep-awake task on one of its threads (docs/engine.md, "Keeping the handler's io_context
 //   awake"); never the initiating thread inside the initiating call, never an engine thread. Work is
 //   tracked on the engine's executor until the handler is handed to its executor, and on the
 //   handler's until it has run.

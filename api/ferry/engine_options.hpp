@@ -16,7 +16,7 @@
 
 namespace ferry {
 
-// How the engine learns that GPU work is done (see README, "Completion policies").
+// How the engine learns that GPU work is done (see docs/engine.md, "Completion policies").
 enum class completion_policy {
   poll,           // a poller thread spins on cuEventQuery while work is young, backs off, then parks
   host_callback,  // cuLaunchHostFunc wakes the poller; the stream's status is checked after the callback
@@ -164,7 +164,7 @@ struct engine_options {
   // spins after activity (spin_window, or longer: max_spin_window), so that the next op of a thread that
   // submits one at a time finds it running. Zero: the io_context's threads park as usual. Unset: 5 ms on
   // machines with at least 4 cores, else zero (on 2 cores a spinning io thread takes the core that the
-  // completion bridge and the copy threads need). See the README, "Keeping the handler's io_context
+  // completion bridge and the copy threads need). See docs/engine.md, "Keeping the handler's io_context
   // awake".
   std::optional<std::chrono::microseconds> executor_spin;
   // Pageable transfers move through chunks of this size (bench/staging_sweep compares settings).

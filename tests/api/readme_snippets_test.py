@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
-"""Every C++ block of README.md compiles against the public headers.
+"""Every C++ block of the docs (README.md and docs/*.md) compiles against the public headers.
 
 Each block has a harness in readme_snippets/ that names the block's first line (`// readme-block: ...`)
 and gives it what it needs (the names it uses, a function or coroutine to stand in). The block's
 #include lines replace the harness's `// @readme-includes@` line and the rest its `// @readme-block@`
 line; the result is compiled (-fsyntax-only). A block without a harness, a harness whose block is gone,
-or a block that does not compile fails the test, so the guide cannot drift from the API.
+or a block that does not compile fails the test, so the guide cannot drift from the API. Harnesses
+are shared by all the docs: a block of any doc finds its harness by its first line.
 
-Arguments: README.md, then the harnesses. Environment: CXX (default g++), CUDA_PATH (/usr/local/cuda).
+Arguments: README.md, then the harnesses. The docs are README.md and docs/*.md of the source tree that
+README.md is a link into (Bazel runs this test locally and unsandboxed, tags "local" and "external", so
+that a new page of docs/ is checked without a BUILD change and a changed one is never a cached pass).
+Environment: CXX (default g++), CUDA_PATH (/usr/local/cuda).
 """
+import glob
 import os
 import subprocess
 import sys
@@ -63,9 +68,17 @@ def compose(harness_path, lines):
     return text.replace(INCLUDES, "\n".join(includes)).replace(BODY, "\n".join(body))
 
 
+def doc_paths(readme):
+    """README.md and docs/*.md of the source tree, as (path, name relative to the tree)."""
+    tree = os.path.dirname(os.path.realpath(readme))
+    docs = sorted(glob.glob(os.path.join(tree, "docs", "*.md")))
+    if not docs:
+        sys.exit(f"FAIL {tree}: no docs/*.md beside README.md (is the test sandboxed? it reads the source tree)")
+    return [(os.path.realpath(readme), "README.md")] + [(path, os.path.relpath(path, tree)) for path in docs]
+
+
 def main():
     readme, harnesses = sys.argv[1], sys.argv[2:]
-    name = os.path.basename(readme)
     root = os.getcwd()  # the runfiles root: api/ is below it
     compiler = os.environ.get("CXX", "g++")
     cuda = os.environ.get("CUDA_PATH", "/usr/local/cuda")
@@ -74,7 +87,7 @@ def main():
     for path in harnesses:
         marker = harness_marker(path)
         if marker is None:
-            print(f"FAIL {path}: no '{MARKER}...' line names the README block it holds")
+            print(f"FAIL {path}: no '{MARKER}...' line names the doc block it holds")
             failures += 1
         elif marker in by_marker:
             print(f"FAIL {path}: names the same block as {by_marker[marker]} ('{marker}')")
@@ -82,11 +95,12 @@ def main():
         else:
             by_marker[marker] = path
     used = set()
-    blocks = cpp_blocks(readme)
+    blocks = [(name, line_number, lines) for path, name in doc_paths(readme)
+              for line_number, lines in cpp_blocks(path)]
     if not blocks:
-        print(f"FAIL {readme}: no ```cpp block found")
+        print("FAIL: no ```cpp block found in README.md or docs/*.md")
         failures += 1
-    for line_number, lines in blocks:
+    for name, line_number, lines in blocks:
         marker = first_line(lines)
         harness = by_marker.get(marker)
         if harness is None:
@@ -115,7 +129,7 @@ def main():
         else:
             print(f"ok   {name} line {line_number} compiles (in {harness})")
     for path in sorted(set(by_marker.values()) - used):
-        print(f"FAIL {path}: {name} has no C++ block that begins '{harness_marker(path)}'")
+        print(f"FAIL {path}: no doc has a C++ block that begins '{harness_marker(path)}'")
         failures += 1
     return 1 if failures else 0
 

@@ -275,7 +275,7 @@ BOOST_AUTO_TEST_CASE(an_op_completed_on_another_thread_is_freed_on_its_handlers_
 BOOST_AUTO_TEST_CASE(an_ops_state_never_comes_from_the_handlers_allocator) {
   // Asio frees memory from a handler's associated allocator before it calls the handler, and its owner
   // may destroy the allocator's arena then. The engine may hold an op's state after the handler has run
-  // (README, "Composition"), so that state comes from ferry's side (Asio's recycling allocator), never
+  // (docs/engine.md, "Composition"), so that state comes from ferry's side (Asio's recycling allocator), never
   // from the handler's allocator.
   const auto values = random_vector<std::uint8_t>(1 << 16, 405);
   auto device = device_buffer<std::uint8_t>::allocate(values.size());

@@ -32,7 +32,7 @@ device_ptr<std::uint32_t> allocate_in(context_ref owner, const std::vector<std::
   device_ptr<std::uint32_t> memory = malloc_array<std::uint32_t>(count);
   auto content = values.empty() ? std::vector<std::uint32_t>(count, 0xA5A5A5A5u) : values;
   poke_array(count, content.data(), memory);
-  // A synchronous copy from pageable memory may return before its DMA lands (README, "Mixing
+  // A synchronous copy from pageable memory may return before its DMA lands (docs/engine.md, "Mixing
   // synchronous Marshal calls with the engine"), and a peer copy issued from the other context is not
   // ordered after it: the poison landed on a copy's result under compute-sanitizer on two H200s.
   owner.synchronize();

@@ -159,7 +159,7 @@ class worker {
       co_await step(count, big);
       ++steps_;
     }
-    // The engine may have registered parts of it (README: the registration cache's hazard).
+    // The engine may have registered parts of it (docs/engine.md: the registration cache's hazard).
     gpu_.forget_host_memory(std::span(pageable_));
   }
 
