@@ -14,7 +14,6 @@
 
 #include "engine/async/kernel_choice.hpp"
 #include "engine/async/process_exit.hpp"
-#include "engine/driver/context_releases.hpp"
 #include "engine/errors/check.hpp"
 #include "engine/transfer/plans.hpp"
 #include "engine/transfer/stream_names.hpp"
@@ -143,38 +142,32 @@ engine_core::impl::impl(const engine_options& opts)
   check_batching(options, driver, device);
   check_marks(options);
   check_resident(options, driver, device);
-  check(driver.cuDevicePrimaryCtxRetain(&context, device), "cuDevicePrimaryCtxRetain", "device " + std::to_string(ordinal));
-  caller_context in_engine(driver, context);
+  primary = retained_primary_context::retain(driver, device, ordinal);
+  context = primary.get();
+  // From here on a throw releases what was made (the members' destructors), in this context.
+  handles_context.emplace(driver, context);
+  pool_held.reserve(options.pool_streams);
   pool.reserve(options.pool_streams);
   for (std::size_t i = 0; i < options.pool_streams; ++i) {
     CUstream stream = nullptr;
     if (CUresult status = driver.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING); status != CUDA_SUCCESS) {
-      for (CUstream created : pool.all()) driver.cuStreamDestroy(created);
-      driver.cuDevicePrimaryCtxRelease(device);
       throw_cuda_error(status, "cuStreamCreate", "engine stream pool", std::source_location::current());
     }
-    pool.add(stream);
+    pool.add(pool_held.emplace_back(ferry::stream::adopt(stream)).get());
   }
   if (!options.pending_spin) {
     options.pending_spin = cores >= 4 ? std::chrono::microseconds(20000) : std::chrono::microseconds(0);
   }
-  try {
-    std::function<void()> before_idle_park;
-    if (options.resident_copies) {
-      resident =
-          std::make_unique<resident_copier>(driver, resident_slots, options.resident_idle_stop, options.on_failure);
-      // The poller parks once spin_window has passed without activity: the kernel stops with it.
-      before_idle_park = [copier = resident.get()] { copier->stop(); };
-    }
-    // Allocates its completion flags.
-    bridge = std::make_unique<completion_bridge>(driver, context, options, completion_bridge::default_flag_words,
-                                                 std::move(before_idle_park));
-  } catch (...) {
-    resident.reset();
-    for (CUstream created : pool.all()) driver.cuStreamDestroy(created);
-    driver.cuDevicePrimaryCtxRelease(device);
-    throw;
+  std::function<void()> before_idle_park;
+  if (options.resident_copies) {
+    resident =
+        std::make_unique<resident_copier>(driver, resident_slots, options.resident_idle_stop, options.on_failure);
+    // The poller parks once spin_window has passed without activity: the kernel stops with it.
+    before_idle_park = [copier = resident.get()] { copier->stop(); };
   }
+  // Allocates its completion flags.
+  bridge = std::make_unique<completion_bridge>(driver, context, options, completion_bridge::default_flag_words,
+                                               std::move(before_idle_park));
   staging = std::make_unique<staging_pool>(driver, options.staging_chunk_bytes, options.staging_chunks);
   small_slots = std::make_unique<small_staging>(driver, context, options.small_staged_max_bytes,
                                                 static_cast<std::uint32_t>(options.small_staging_slots),
@@ -200,6 +193,7 @@ engine_core::impl::impl(const engine_options& opts)
         batching, [this](copy_batcher::copy& item, CUresult result) { batched_copy_done(item, result); },
         options.on_failure);
   }
+  handles_context.reset();
 }
 
 void engine_core::impl::stop_for_exit() {
@@ -231,6 +225,8 @@ engine_core::impl::~impl() {
     (void)staging.release();
     (void)small_slots.release();
     (void)registrations.release();
+    for (ferry::stream& held : pool_held) (void)held.release();
+    (void)primary.release();
     return;
   }
   // Every op ends: GPU work completes (or fails, sticky errors included), and staged ops stop
@@ -239,7 +235,9 @@ engine_core::impl::~impl() {
     std::unique_lock lock(live_mutex);
     live_changed.wait(lock, [&] { return live.empty(); });
   }
-  caller_context in_engine(driver, context);  // freeing page-locked memory (flags, staging) needs it
+  // Freeing page-locked memory (flags, staging) needs it; it stays current until the members that hold
+  // the pool's streams and the context are gone (handles_context).
+  handles_context.emplace(driver, context);
   // First: a free waits for the whole context, the resident kernel included.
   if (resident) resident->finish();
   batcher.reset();
@@ -251,10 +249,8 @@ engine_core::impl::~impl() {
   staging.reset();
   small_slots.reset();
   registrations.reset();
-  for (CUstream stream : pool.all()) driver.cuStreamDestroy(stream);
-  driver.cuDevicePrimaryCtxRelease(device);
-  // The engine's hold may have been the last on the context: if so, its memory went with it.
-  note_context_released();
+  // Then the members: the pool's streams are destroyed, the hold on the context released, and the
+  // caller's context put back, in that order (their declaration order).
 }
 
 CUstream engine_core::impl::target_for(prepared_transfer& transfer, std::optional<CUstream> stream) {

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "engine/async/free_indices.hpp"
 #include "engine/async/live_sequences.hpp"
 #include "engine/async/pool_streams.hpp"
+#include "engine/async/primary_context.hpp"
 #include "engine/async/registration_cache.hpp"
 #include "engine/async/resident_copier.hpp"
 #include "engine/async/small_staging.hpp"
@@ -33,6 +35,7 @@
 #include "engine/async/stream_sequencer.hpp"
 #include "engine/driver/driver_table.hpp"
 #include "ferry/detail/engine_core.hpp"
+#include "ferry/stream.hpp"
 
 namespace ferry::detail {
 
@@ -156,8 +159,16 @@ struct engine_core::impl {
   engine_options options;
   int ordinal;
   CUdevice device = 0;
-  CUcontext context = nullptr;
-  pool_streams pool;
+  // The engine's context made current on the thread that makes or destroys the engine, while its
+  // handles are made and released: declared before them, so that the caller's context comes back only
+  // after they are gone, from ~impl or from a constructor that throws.
+  std::optional<caller_context> handles_context;
+  // Declared in the order they are made: the pool's streams are destroyed (in order) before the hold on
+  // the context is released.
+  retained_primary_context primary;
+  CUcontext context = nullptr;  // primary's, for the engine's threads and calls
+  std::vector<ferry::stream> pool_held;
+  pool_streams pool;  // chooses among pool_held's streams
   std::atomic<int> sticky{CUDA_SUCCESS};
 
   std::unique_ptr<completion_bridge> bridge;

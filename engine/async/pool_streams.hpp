@@ -34,7 +34,6 @@ class pool_streams {
   }
   // At most `capacity` of them.
   void add(CUstream stream) { streams_.push_back(stream); }
-  const std::vector<CUstream>& all() const noexcept { return streams_; }
 
   // A stream for one op's work, and the count of the engine's work on it, which the op holds until the
   // GPU is done with that work.
