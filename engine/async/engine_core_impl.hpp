@@ -174,7 +174,6 @@ struct engine_core::impl {
   std::unique_ptr<completion_bridge> bridge;
   std::unique_ptr<staging_pool> staging;
   std::unique_ptr<small_staging> small_slots;
-  static constexpr std::size_t max_small_staging_slots = 65536;  // engine_options::small_staging_slots
   std::unique_ptr<registration_cache> registrations;
   std::unique_ptr<copy_batcher> batcher;
   std::unique_ptr<block_lists> blocks;  // engine::poke_blocks / peek_blocks
