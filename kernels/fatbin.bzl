@@ -8,7 +8,7 @@ flags and embedded the same way.
 load("@ferry_cuda//:nvcc_path.bzl", "NVCC")
 load("//tools/bazel:ferry.bzl", "FERRY_COPTS")
 
-# -fatbin with sm_90 code (H100/H200 run it as is) and compute_90 PTX (newer GPUs JIT-compile it).
+# -fatbin with sm_90 code (Hopper GPUs run it as is) and compute_90 PTX (newer GPUs JIT-compile it).
 # --expt-relaxed-constexpr lets device code call constexpr functions that host code calls too (the
 # layout and transform definitions the host twins share). -lineinfo costs nothing at run time and lets
 # compute-sanitizer name source lines.
