@@ -36,6 +36,7 @@ engine_core::impl::impl(const engine_options& opts)
   const spin_windows spins = resolved_spin_windows(options, cores);
   options.spin_window = spins.least;
   options.max_spin_window = spins.most;
+  limits = plan_limits::of(options);
   primary = retained_primary_context::retain(driver, device, ordinal);
   context = primary.get();
   // From here on a throw releases what was made (the members' destructors), in this context.

@@ -1,7 +1,9 @@
 // The engine's private state (engine_core::impl), shared by the files that implement engine_core: the
-// lifecycle and the small members (engine_core.cc), admission and wait_all (admission.cc), single
-// submissions (single_submission.cc), staged transfers (staged_transfer.cc) and the planner
-// (planner.cc). The argument checks that prepare a transfer live with their kind in engine/transfer.
+// lifecycle and the small members (engine_core.cc), admission and wait_all (admission.cc), start and the
+// routes of the planner's decision (dispatch.cc), and the executors: single submissions
+// (single_submission.cc), batched copies (batched_copies.cc) and staged transfers (staged_transfer.cc).
+// The decision itself is planner.hpp's; the argument checks that prepare a transfer live with their kind
+// in engine/transfer.
 #pragma once
 
 #include <boost/asio/thread_pool.hpp>
@@ -26,6 +28,7 @@
 #include "engine/async/copy_crew.hpp"
 #include "engine/async/free_indices.hpp"
 #include "engine/async/live_sequences.hpp"
+#include "engine/async/planner.hpp"
 #include "engine/async/pool_streams.hpp"
 #include "engine/async/primary_context.hpp"
 #include "engine/async/registration_cache.hpp"
@@ -66,19 +69,23 @@ struct engine_core::impl {
   // transfer then holds (released with its memory).
   CUstream target_for(prepared_transfer& transfer, std::optional<CUstream> stream);
 
-  // The planner's steps (planner.cc), in the order start() takes them. The plan of a transfer the fast
-  // path did not take: pinned, registered or staged (a forced plan stands).
-  transfer_plan plan_for(const prepared_transfer& transfer);
+  // What the planner reads of `transfer` started on `stream` (or a pool stream) and of the engine now.
+  plan_facts facts_of(const prepared_transfer& transfer, std::optional<CUstream> stream) const;
+  bool known_page_locked(const prepared_transfer& transfer) const;
+  // Whether the decision puts the work on its stream before the op is made (run_at_once).
+  static bool runs_at_once(const plan_decision& decision) noexcept;
+  // The routes that make the op first: queued, batched, registered and staged (dispatch.cc). A batcher
+  // that refuses the copy is noted in `facts`, and the planner decides again.
+  void run_queued(plan_decision decision, plan_facts& facts, operation_factory& make_op, prepared_transfer&& prepared,
+                  std::optional<CUstream> stream);
+  void submit_queued(route way, std::shared_ptr<operation> op, std::uint64_t sequence,
+                     std::shared_ptr<prepared_transfer> transfer, CUstream stream, bool sequenced);
   // Counts a small page-locked copy in flight and offers it to the batcher; false when the batcher does
   // not take it (it is then submitted alone).
   bool offer_to_batcher(const std::shared_ptr<operation>& op, std::uint64_t sequence,
                         const std::shared_ptr<prepared_transfer>& transfer);
   // A batched copy's end (the batcher's finisher): its bytes or its failure, then its op completes.
   void batched_copy_done(copy_batcher::copy& item, CUresult result);
-  // Puts a planned transfer on its way, on the calling thread: at once, staged, or (registered) after a
-  // worker registers its memory.
-  void submit_planned(std::shared_ptr<operation> op, std::uint64_t sequence,
-                      std::shared_ptr<prepared_transfer> transfer, CUstream stream, bool sequenced);
   // On a worker: registers the host side, then submits at once, or staged if the driver refuses.
   void run_registered(std::shared_ptr<operation> op, std::uint64_t sequence,
                       std::shared_ptr<prepared_transfer> transfer, CUstream stream, bool sequenced);
@@ -93,9 +100,8 @@ struct engine_core::impl {
     completion_bridge::ticket ticket;
   };
   submission enqueue_and_arm(const prepared_transfer& transfer, CUstream stream);
-  // Whether the resident copier takes this transfer (given no stream), and the posting itself: false
-  // when it could not post (the ring full, the kernel refused), leaving nothing armed.
-  bool resident_eligible(const prepared_transfer& transfer, bool on_stream) const;
+  // Posts to the resident copier: false when it could not (the ring full, the kernel refused), leaving
+  // nothing armed.
   bool post_to_resident(const prepared_transfer& transfer, submission& submitted);
   // A single submission from its start to its completion: all that the bridge's continuation needs, in
   // a slot reused from op to op, so that the continuation holds one pointer (std::function keeps it
@@ -128,20 +134,26 @@ struct engine_core::impl {
   // slot's free list, the record of ops in flight): the bridge thread wrote them last, completing earlier
   // ops, and they arrive while the work's driver calls run.
   void prefetch_bookkeeping() const noexcept;
-  // The fast path of start(): see its definition. False when the transfer must take the planner's path.
-  bool start_at_once(operation_factory& make_op, prepared_transfer& prepared, std::optional<CUstream> stream);
-  // Whether the batcher is offered this page-locked transfer (small, on a pool stream).
-  bool batchable(const prepared_transfer& transfer, bool sequenced) const;
-  // A poke from pageable memory small enough for the driver's own staging (driver_staged_max_bytes), or
-  // forced to it.
-  bool driver_stageable(const prepared_transfer& transfer) const;
-  // A pageable plain copy small enough for a small_staging slot, its plan not forced.
-  bool small_stageable(const prepared_transfer& transfer) const;
+  // The at-once executor (single_submission.cc): see run_at_once's definition. False, with the refusal
+  // noted in `facts`, when a resource it needs is taken.
+  bool run_at_once(plan_decision decision, plan_facts& facts, operation_factory& make_op, prepared_transfer& prepared,
+                   std::optional<CUstream> stream);
+  CUstream enqueue_at_once(plan_decision& decision, plan_facts& facts, prepared_transfer& prepared, CUstream target,
+                           std::byte* staging_slot, submission& submitted);
+  // What an at-once transfer put on its stream, until its op has it.
+  struct at_once_work {
+    transfer_plan plan;
+    CUstream target;
+    std::byte* staging_slot;
+    in_flight_count counted;
+    submission submitted;
+  };
+  void hand_over_at_once(operation_factory& make_op, prepared_transfer& prepared, at_once_work& work, bool sequenced);
+  void abandon_at_once(at_once_work& work, bool sequenced) noexcept;
   // Puts a small pageable transfer on `stream` through `slot` (a poke's bytes copied in first), armed.
   submission enqueue_small_staged(prepared_transfer& transfer, CUstream stream, std::byte* slot);
   // A small staged peek's bytes, from its slot to the caller's memory, once the copy is done.
   static void deliver_staged_bytes(const single_slot& slot);
-  bool known_page_locked(const prepared_transfer& transfer) const;
   // Counts a batchable copy in flight until the returned token (kept by its transfer) goes. Only while
   // another is in flight is a copy offered to the batcher: copies of a request/response loop arrive
   // within the batch window of each other, and each would wait for a batch that never fills.
@@ -157,6 +169,7 @@ struct engine_core::impl {
 
   const driver_table& driver;
   engine_options options;
+  plan_limits limits;  // the options the planner reads, set with them
   int ordinal;
   CUdevice device = 0;
   // The engine's context made current on the thread that makes or destroys the engine, while its

@@ -1,6 +1,7 @@
-// Transfers that take one driver call: the work is enqueued, its completion armed behind it, and the
-// op handed to the completion bridge. The fast path (start_at_once) does this before the op's
-// bookkeeping, so that the bookkeeping overlaps the GPU's work.
+// The single-submission executor: transfers that take one driver call. The work is enqueued, its
+// completion armed behind it, and the op handed to the completion bridge. Where the planner decides a
+// transfer runs at once (run_at_once), this happens before the op's bookkeeping, so that the bookkeeping
+// overlaps the GPU's work; a queued transfer (run_single) has its op made first.
 #include "engine/async/engine_core_impl.hpp"
 
 #include <atomic>
@@ -132,19 +133,6 @@ void engine_core::impl::watch_submitted(std::shared_ptr<operation> op, std::uint
   }
 }
 
-bool engine_core::impl::driver_stageable(const prepared_transfer& transfer) const {
-  if (!transfer.pageable || transfer.source.kind != memory_kind::pageable_host || transfer.bytes == 0) return false;
-  if (transfer.plan == transfer_plan::driver_staged) return true;
-  return transfer.plan == transfer_plan::automatic && transfer.bytes <= options.driver_staged_max_bytes;
-}
-
-bool engine_core::impl::small_stageable(const prepared_transfer& transfer) const {
-  // A forced staged plan keeps the staging pool's way (a chunk at a time, cancellable between chunks); a
-  // buffer as large as registration_threshold_bytes is the planner's to register when seen again.
-  return transfer.pageable && transfer.batchable && transfer.plan == transfer_plan::automatic && transfer.bytes > 0 &&
-         transfer.bytes <= options.small_staged_max_bytes && transfer.bytes < options.registration_threshold_bytes;
-}
-
 engine_core::impl::submission engine_core::impl::enqueue_small_staged(prepared_transfer& transfer, CUstream stream,
                                                                       std::byte* slot) {
   const bool to_device = transfer.source.kind == memory_kind::pageable_host;
@@ -163,25 +151,7 @@ void engine_core::impl::deliver_staged_bytes(const single_slot& slot) {
   std::memcpy(reinterpret_cast<void*>(slot.transfer.destination.address), slot.staged_through, slot.transfer.bytes);
 }
 
-bool engine_core::impl::batchable(const prepared_transfer& transfer, bool sequenced) const {
-  return !sequenced && batcher && transfer.batchable && transfer.bytes > 0 && transfer.bytes <= options.batch_max_bytes &&
-         sticky.load() == CUDA_SUCCESS;
-}
-
 in_flight_count engine_core::impl::count_small_copy() { return in_flight_count(small_copies_in_flight); }
-
-bool engine_core::impl::resident_eligible(const prepared_transfer& transfer, bool on_stream) const {
-  // Given no stream: a copy on the caller's stream must keep its place among the stream's other work,
-  // which the kernel's own stream knows nothing of. A forced pinned plan asks for the copy engine.
-  if (on_stream || !resident || !resident->usable() || !transfer.batchable || transfer.pageable) return false;
-  if (transfer.plan != transfer_plan::automatic || transfer.bytes > options.resident_max_bytes) return false;
-  // Between page-locked host memory and device memory: what the kernel reaches at the addresses given.
-  const bool to_device = transfer.source.kind == memory_kind::pinned_host;
-  if (to_device == (transfer.destination.kind == memory_kind::pinned_host)) return false;
-  // The device side must be on the engine's device: the copy engine reaches another device's memory
-  // through unified addressing, the kernel would fault there.
-  return transfer.kernels_reach;
-}
 
 bool engine_core::impl::post_to_resident(const prepared_transfer& transfer, submission& submitted) {
   completion_bridge::kernel_mark mark;
@@ -200,63 +170,62 @@ void engine_core::impl::prefetch_bookkeeping() const noexcept {
   prefetch_for_write(first, reinterpret_cast<const char*>(&live + 1) - first);
 }
 
-// Page-locked memory (or a driver_staged poke), not for the batcher, on a stream nothing else is
-// submitting to: the work goes on the stream first, with its completion armed right behind it (or, with
-// completion_mark::by_poller, left for the bridge thread to mark), and the op's bookkeeping (its
-// operation and handler, a reused slot, the live set, the lock-free hand-off to the bridge) runs while
-// the GPU moves the bytes, which shortens a small transfer's round trip (docs/performance.md).
-bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_transfer& prepared,
-                                      std::optional<CUstream> stream) {
-  if (prepared.bytes == 0 || sticky.load() != CUDA_SUCCESS) return false;
-  // A pageable side: only a small transfer, which one driver call moves: memory the driver knows as
-  // page-locked in one DMA, other memory through a small_staging slot or (a poke, while every slot is in
-  // use) the driver's own staging.
-  transfer_plan plan = transfer_plan::pinned;
+// The work on its stream, its completion armed: through the resident copier's ring where the planner
+// chose it (the copy engine if the ring refuses: the planner decides again), a small staging slot, or
+// one driver call. Returns the stream whose status is the copy's.
+CUstream engine_core::impl::enqueue_at_once(plan_decision& decision, plan_facts& facts, prepared_transfer& prepared,
+                                            CUstream target, std::byte* staging_slot, submission& submitted) {
+  if (decision.route == route::resident) {
+    if (post_to_resident(prepared, submitted)) {
+      prepared.on_pool_stream.reset();  // the pool stream stays idle
+      return resident->stream();
+    }
+    facts.resident_refused = true;
+    decision = decide(facts, limits);  // the copy engine, at once, still counted
+  }
+  submitted = staging_slot != nullptr ? enqueue_small_staged(prepared, target, staging_slot)
+                                      : enqueue_and_arm(prepared, target);
+  return target;
+}
+
+// The at-once executor: the planner's at_once, at_once_small_staged and resident routes. The work goes on
+// its stream first, with its completion armed right behind it (or, with completion_mark::by_poller, left
+// for the bridge thread to mark), and the op's bookkeeping (its operation and handler, a reused slot,
+// the live set, the lock-free hand-off to the bridge) runs while the GPU moves the bytes, which shortens
+// a small transfer's round trip (docs/performance.md). False, with the refusal noted in `facts`, when
+// the small staging slots are all in use or an op before it is still submitting to the caller's stream.
+bool engine_core::impl::run_at_once(plan_decision decision, plan_facts& facts, operation_factory& make_op,
+                                    prepared_transfer& prepared, std::optional<CUstream> stream) {
   std::byte* staging_slot = nullptr;
-  if (prepared.pageable) {
-    const bool small = small_stageable(prepared);
-    if (!small && !driver_stageable(prepared)) return false;
-    if (prepared.plan != transfer_plan::automatic || !known_page_locked(prepared)) {
-      if (small) staging_slot = small_slots->take(prepared.bytes);
-      if (staging_slot != nullptr) {
-        plan = transfer_plan::staged;
-      } else if (driver_stageable(prepared)) {
-        plan = transfer_plan::driver_staged;
-      } else {
-        return false;  // the staging pool's
-      }
+  if (decision.route == route::at_once_small_staged) {
+    staging_slot = small_slots->take(prepared.bytes);
+    if (staging_slot == nullptr) {
+      facts.no_small_slot = true;
+      return false;
     }
   }
-  // Until the copy is on a stream and its slot is in the op's keeping: a slot given back.
-  auto unused_staging = [&] {
-    if (staging_slot != nullptr) small_slots->give_back(std::exchange(staging_slot, nullptr));
-  };
-  in_flight_count counted;
-  if (!prepared.pageable && batchable(prepared, stream.has_value())) {
-    if (small_copies_in_flight.load() > 0) return false;  // the planner offers it to the batcher
-    counted = count_small_copy();                         // alone: straight to a stream
-  }
-  if (stream && !sequencer.try_claim(*stream)) {  // an op before it is still submitting
-    unused_staging();
+  if (stream && !sequencer.try_claim(*stream)) {
+    if (staging_slot != nullptr) small_slots->give_back(staging_slot);
+    facts.stream_busy = true;
     return false;
   }
+  in_flight_count counted = decision.counted ? count_small_copy() : in_flight_count{};
   CUstream target = target_for(prepared, stream);
   caller_context in_engine(driver, context);
   stage_trace::mark(stage_trace::stage::enqueue_begins);
   prefetch_bookkeeping();
   submission submitted;
-  if (resident_eligible(prepared, stream.has_value()) && post_to_resident(prepared, submitted)) {
-    plan = transfer_plan::resident;
-    target = resident->stream();  // whose status is the copy's
-    prepared.on_pool_stream.reset();  // the pool stream stays idle
-  } else if (staging_slot != nullptr) {
-    submitted = enqueue_small_staged(prepared, target, staging_slot);
-  } else {
-    submitted = enqueue_and_arm(prepared, target);
-  }
+  target = enqueue_at_once(decision, facts, prepared, target, staging_slot, submitted);
   // The work is on the stream: a parked bridge starts waking now, while the op's bookkeeping runs, not
   // at the hand-over. (Not before the copy: the wake-up's system call would delay the copy's start.)
   bridge->expect_work();
+  at_once_work work{decision.plan, target, staging_slot, std::move(counted), std::move(submitted)};
+  hand_over_at_once(make_op, prepared, work, stream.has_value());
+  return true;
+}
+
+void engine_core::impl::hand_over_at_once(operation_factory& make_op, prepared_transfer& prepared,
+                                          at_once_work& work, bool sequenced) {
   std::shared_ptr<operation> op;
   single_slot* slot = nullptr;
   std::uint64_t sequence = 0;
@@ -264,41 +233,45 @@ bool engine_core::impl::start_at_once(operation_factory& make_op, prepared_trans
     op = make_op();
     stage_trace::mark(stage_trace::stage::operation_made);
     slot = take_slot(std::move(prepared));
-    slot->staged_through = std::exchange(staging_slot, nullptr);
-    slot->transfer.plan = plan;
-    slot->transfer.counted = std::move(counted);
-    slot->stream = target;
+    slot->staged_through = std::exchange(work.staging_slot, nullptr);
+    slot->transfer.plan = work.plan;
+    slot->transfer.counted = std::move(work.counted);
+    slot->stream = work.target;
     sequence = admit();
     stage_trace::mark(stage_trace::stage::admitted);
   } catch (...) {
     // A staging slot stays out until the GPU is done with it (below).
     if (slot != nullptr) {
-      staging_slot = std::exchange(slot->staged_through, nullptr);
+      work.staging_slot = std::exchange(slot->staged_through, nullptr);
       return_slot(slot);
     }
-    // Nothing can report this op's completion: let the GPU finish with the caller's memory first. (The
-    // bridge takes the armed event back.)
-    if (plan == transfer_plan::resident) {
-      // The kernel's stream runs on after the copy: the copy's own flag says when it is done.
-      std::atomic<bool> copied{false};
-      bridge->watch_armed(std::move(submitted.ticket), [&copied](CUresult) {
-        copied.store(true);
-        copied.notify_one();
-      });
-      copied.wait(false);
-    } else {
-      if (submitted.enqueued == CUDA_SUCCESS) driver.cuStreamSynchronize(target);
-      if (submitted.enqueued == CUDA_SUCCESS && submitted.armed == CUDA_SUCCESS) {
-        bridge->watch_armed(std::move(submitted.ticket), [](CUresult) {});
-      }
-    }
-    unused_staging();
-    if (stream) sequencer.done(target);
+    abandon_at_once(work, sequenced);
     throw;
   }
-  record_plan(slot->transfer, plan);
-  watch_submitted(std::move(op), sequence, slot, stream.has_value(), std::move(submitted));
-  return true;
+  record_plan(slot->transfer, work.plan);
+  watch_submitted(std::move(op), sequence, slot, sequenced, std::move(work.submitted));
+}
+
+// Nothing can report this op's completion (its operation could not be made): the GPU finishes with the
+// caller's memory first. (The bridge takes the armed event back.)
+void engine_core::impl::abandon_at_once(at_once_work& work, bool sequenced) noexcept {
+  submission& submitted = work.submitted;
+  if (work.plan == transfer_plan::resident) {
+    // The kernel's stream runs on after the copy: the copy's own flag says when it is done.
+    std::atomic<bool> copied{false};
+    bridge->watch_armed(std::move(submitted.ticket), [&copied](CUresult) {
+      copied.store(true);
+      copied.notify_one();
+    });
+    copied.wait(false);
+  } else {
+    if (submitted.enqueued == CUDA_SUCCESS) driver.cuStreamSynchronize(work.target);
+    if (submitted.enqueued == CUDA_SUCCESS && submitted.armed == CUDA_SUCCESS) {
+      bridge->watch_armed(std::move(submitted.ticket), [](CUresult) {});
+    }
+  }
+  if (work.staging_slot != nullptr) small_slots->give_back(std::exchange(work.staging_slot, nullptr));
+  if (sequenced) sequencer.done(work.target);
 }
 
 }  // namespace ferry::detail

@@ -16,7 +16,7 @@ namespace ferry::detail::stage_trace {
 enum class stage : std::size_t {
   prepare_begins,          // engine_core::prepare_copy (or prepare_blocks): the argument checks
   prepare_ends,
-  enqueue_begins,          // the fast path (start_at_once), the copy's driver call
+  enqueue_begins,          // the at-once route (run_at_once), the copy's driver call
   copy_enqueued,
   flag_enqueued,           // completion_bridge::arm: the completion flag's write
   event_recorded,
