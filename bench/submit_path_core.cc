@@ -1,6 +1,6 @@
-// submit_path_costs's rows of the engine's core without Asio: argument checks alone, then checks,
-// submission and bridge, alone and leaving one piece out; then the pieces of its bookkeeping one by one,
-// each a fresh instance beside the core's, and the raw calls they wrap, timed the same way.
+// submit_path_costs's rows of the engine's core without Asio (the interface engine.hpp's templates call):
+// argument checks alone, then checks, submission and bridge, on the caller's stream and on a pool
+// stream; then the raw calls they wrap and the allocations an op's bookkeeping makes, timed the same way.
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/recycling_allocator.hpp>
@@ -17,9 +17,6 @@
 #include <vector>
 
 #include "bench/submit_path_fixture.hpp"
-#include "engine/async/completion_bridge.hpp"
-#include "engine/async/event_pool.hpp"
-#include "engine/async/stream_sequencer.hpp"
 #include "ferry/detail/op_blocks.hpp"
 
 namespace ferry::bench {
@@ -30,7 +27,7 @@ struct no_handler final : detail::completion {
 };
 
 // Starts `transfer` on `core` with a completion that raises `finished` (lowered first).
-void start_raising(detail::engine_core& core, std::atomic<bool>& finished, detail::prepared_transfer transfer,
+void start_raising(detail::engine_core& core, std::atomic<bool>& finished, detail::transfer_request transfer,
                    std::optional<CUstream> on) {
   finished = false;
   core.start(std::make_shared<detail::operation>(std::make_unique<raise_flag>(finished)), std::move(transfer), on);
@@ -87,35 +84,9 @@ double made_and_freed_on_an_io_thread_us(Allocator allocator) {
   return us;
 }
 
-std::vector<row> bookkeeping_rows(submit_fixture& f) {
-  std::atomic<bool> finished{false};
-  std::vector<row> rows;
-  {
-    detail::completion_bridge bridge{f.raw, f.primary.get(), engine_options{}};
-    rows.push_back({"completion_bridge::watch (event + hand-off), no-op continuation, alone (median of single calls)",
-                    isolated_us([&](int) {
-                      finished = false;
-                      bridge.watch(f.s.get(), [&](CUresult) { finished.store(true); });
-                    }, [&] { spin_until(finished); })});
-    rows.push_back({"completion_bridge::watch, in a loop",
-                    per_call([&](int) { bridge.watch(f.s.get(), [](CUresult) {}); }, [&] { bridge.drain(); })});
-  }
-  {
-    detail::event_pool pool{f.raw, CU_EVENT_DISABLE_TIMING};
-    rows.push_back({"event_pool acquire + release", per_call([&](int) {
-                      CUevent event = nullptr;
-                      pool.acquire(event);
-                      pool.release(event);
-                    }, [] {})});
-  }
-  {
-    detail::stream_sequencer sequencer{[](detail::stream_sequencer::submitter next) { next(); }};
-    rows.push_back({"stream_sequencer submit + done", per_call([&](int) {
-                      sequencer.submit(f.s.get(), [&] { sequencer.done(f.s.get()); });
-                    }, [] {})});
-  }
+std::vector<row> raw_call_rows(submit_fixture& f) {
   const auto settle = [&] { f.spin_on(f.events[0]); };
-  const std::vector<row> raw_rows = measure_all({
+  return measure_all({
       {"cuEventRecord, alone (median of single calls)",
        [&] { return isolated_us([&](int) { f.raw.cuEventRecord(f.events[0], f.s.get()); }, settle); }},
       {"cuMemcpyHtoDAsync + cuEventRecord, alone (median of single calls)", [&] {
@@ -135,8 +106,6 @@ std::vector<row> bookkeeping_rows(submit_fixture& f) {
       {"an op's block made and freed on an io thread: ferry's op blocks",
        [] { return made_and_freed_on_an_io_thread_us(detail::op_blocks::allocator<void>()); }},
   });
-  rows.insert(rows.end(), raw_rows.begin(), raw_rows.end());
-  return rows;
 }
 
 }  // namespace
@@ -147,18 +116,14 @@ std::vector<row> engine_core_rows(submit_fixture& f) {
     return core.prepare_copy("engine::poke", small_bytes, 1, detail::pinned_side("source", f.source.data() + i * small_bytes),
                              detail::device_side("destination", f.device_base + i * small_bytes));
   };
-  // Leave-one-out: the same submission with a transfer whose enqueue does nothing (the engine's own
-  // bookkeeping plus the bridge's cuEventRecord), on the caller's stream and on a pool stream.
-  auto no_copy = [&](int i) {
-    detail::prepared_transfer transfer = prepare(i);
-    transfer.batchable = false;
-    transfer.enqueue = [](const detail::prepared_transfer&, CUstream) { return CUDA_SUCCESS; };
-    return transfer;
-  };
+  // An engine that never batches: its pool-stream copies go to the copy engine one by one.
+  engine_options unbatched_options;
+  unbatched_options.batch_window = std::chrono::microseconds(0);
+  detail::engine_core unbatched{unbatched_options};
   auto not_batched = [&](int i) {
-    detail::prepared_transfer transfer = prepare(i);
-    transfer.batchable = false;
-    return transfer;
+    return unbatched.prepare_copy("engine::poke", small_bytes, 1,
+                                  detail::pinned_side("source", f.source.data() + i * small_bytes),
+                                  detail::device_side("destination", f.device_base + i * small_bytes));
   };
   auto drain = [&] {
     f.synchronize();
@@ -199,7 +164,7 @@ std::vector<row> engine_core_rows(submit_fixture& f) {
     f.copy(i);
     f.raw.cuStreamWriteValue32(f.s.get(), flag_device, static_cast<cuuint32_t>(i + 1), 0);
   };
-  auto start_no_handler = [&](detail::prepared_transfer transfer) {
+  auto start_no_handler = [&](detail::transfer_request transfer) {
     core.start(std::make_shared<detail::operation>(std::make_unique<no_handler>()), std::move(transfer), f.s.get());
   };
   std::vector<row> rows = measure_all({
@@ -211,8 +176,6 @@ std::vector<row> engine_core_rows(submit_fixture& f) {
        }},
       {"engine core: prepare_copy + start, 64 a round, stream held until the round ends (nothing completes)",
        [&] { return gated([&](int i) { start_no_handler(prepare(i)); }); }},
-      {"engine core: start without the copy, 64 a round, stream held (nothing completes)",
-       [&] { return gated([&](int i) { start_no_handler(no_copy(i)); }); }},
       {"engine core: prepare_copy + start, 64 a round, stream free", [&] {
          return per_call_us(gated_calls, 9, 2, [&](int i) { start_no_handler(prepare(i)); }, drain);
        }},
@@ -221,12 +184,10 @@ std::vector<row> engine_core_rows(submit_fixture& f) {
        [&] { return per_call_us(gated_calls, 9, 2, raw_copy_and_flag, drain); }},
       {"engine core: prepare_copy + start, alone (median of single calls)",
        [&] { return isolated_us([&](int i) { start_raising(core, finished, prepare(i), f.s.get()); }, settle); }},
-      {"engine core: start without the copy, alone (median of single calls)",
-       [&] { return isolated_us([&](int i) { start_raising(core, finished, no_copy(i), f.s.get()); }, settle); }},
-      {"engine core: start without the copy, pool stream, alone (median of single calls)",
-       [&] { return isolated_us([&](int i) { start_raising(core, finished, no_copy(i), std::nullopt); }, settle); }},
+      {"engine core: prepare_copy + start, pool stream, alone (median of single calls)",
+       [&] { return isolated_us([&](int i) { start_raising(core, finished, prepare(i), std::nullopt); }, settle); }},
       {"engine core: prepare_copy + start, pool stream, not batched, alone (median of single calls)",
-       [&] { return isolated_us([&](int i) { start_raising(core, finished, not_batched(i), std::nullopt); }, settle); }},
+       [&] { return isolated_us([&](int i) { start_raising(unbatched, finished, not_batched(i), std::nullopt); }, settle); }},
       {"operation + completion allocation, alone (median of single calls)", [&] {
          return isolated_us([&](int) {
            auto op = std::make_shared<detail::operation>(std::make_unique<raise_flag>(finished));
@@ -235,8 +196,8 @@ std::vector<row> engine_core_rows(submit_fixture& f) {
        }},
   });
   f.raw.cuMemFreeHost(gate_word);
-  // The bookkeeping's rows run beside this core, as the engine's pieces do.
-  const std::vector<row> pieces = bookkeeping_rows(f);
+  // The raw calls and allocations run beside this core, as the engine's own do.
+  const std::vector<row> pieces = raw_call_rows(f);
   rows.insert(rows.end(), pieces.begin(), pieces.end());
   return rows;
 }

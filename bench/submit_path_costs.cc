@@ -18,7 +18,6 @@
 #include "bench/harness/comparison.hpp"
 #include "bench/harness/program.hpp"
 #include "bench/submit_path_fixture.hpp"
-#include "engine/async/completion_bridge.hpp"
 #include "ferry/detail/spin_pause.hpp"
 
 namespace asio = boost::asio;
@@ -176,11 +175,6 @@ std::vector<row> layered_round_trip_rows(submit_fixture& f) {
                     f.raw.cuEventRecord(f.events[0], f.s.get());
                     f.spin_on(f.events[0]);
                     done = true;
-                  })});
-  detail::completion_bridge bridge{f.raw, f.primary.get(), engine_options{}};
-  rows.push_back({"round trip: raw copy + completion_bridge::watch (median)", round_trip_us([&](std::atomic<bool>& done, int i) {
-                    f.copy(i);
-                    bridge.watch(f.s.get(), [&](CUresult) { done.store(true, std::memory_order_release); });
                   })});
   detail::engine_core core{engine_options{}};
   rows.push_back({"round trip: engine core prepare_copy + start (median)", round_trip_us([&](std::atomic<bool>& done, int i) {

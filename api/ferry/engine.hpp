@@ -399,19 +399,17 @@ class engine {
   }
 
   template <class Signature, class Deliver, class Token>
-  auto start(detail::prepared_transfer transfer, const transfer_options& options, Deliver deliver, Token&& token) {
-    if (options.plan != transfer_plan::automatic) detail::force_plan(transfer, options.plan);
-    if (options.peer != peer_path::automatic) detail::refuse_peer_path(transfer, options.peer);
-    if (options.batching != batch_path::automatic) {
-      detail::choose_batch_path(transfer, options.batching, options.stream.has_value(),
-                                core_->device_ordinal());
+  auto start(detail::transfer_request transfer, const transfer_options& options, Deliver deliver, Token&& token) {
+    if (options.plan != transfer_plan::automatic || options.peer != peer_path::automatic ||
+        options.batching != batch_path::automatic) {
+      transfer.apply(options, core_->device_ordinal());
     }
     std::optional<CUstream> stream;
     if (options.stream) stream = options.stream->get();
     return boost::asio::async_initiate<Token, Signature>(
         detail::initiation{
             executor_,
-            [this, stream, deliver = std::move(deliver)](auto handler, detail::prepared_transfer transfer) mutable {
+            [this, stream, deliver = std::move(deliver)](auto handler, detail::transfer_request transfer) mutable {
               check_executor_alive();
               // Fetched while the work's driver calls run, before the op is made.
               executor_registry_->prefetch_for_submission();
@@ -427,7 +425,7 @@ class engine {
                     Token&& token) {
     using block_type = std::ranges::range_value_t<Blocks>;
     using host_type = typename block_type::host_type;
-    const detail::blocks_of<block_type> sides(
+    const detail::block_list sides = detail::blocks_of(
         std::span<const block_type>(std::ranges::data(blocks), std::ranges::size(blocks)));
     const detail::memory_kind host_kind = detail::is_pinned_span<std::remove_cv_t<host_type>>
                                               ? detail::memory_kind::pinned_host
@@ -439,17 +437,17 @@ class engine {
   }
 
   template <class Token>
-  auto start_transfer(detail::prepared_transfer transfer, const transfer_options& options, Token&& token) {
+  auto start_transfer(detail::transfer_request transfer, const transfer_options& options, Token&& token) {
     return start<transfer_signature>(std::move(transfer), options, detail::deliver_bytes{}, std::forward<Token>(token));
   }
   template <class Token>
-  auto start_status(detail::prepared_transfer transfer, const transfer_options& options, Token&& token) {
+  auto start_status(detail::transfer_request transfer, const transfer_options& options, Token&& token) {
     return start<status_signature>(std::move(transfer), options, detail::deliver_status{}, std::forward<Token>(token));
   }
   template <class Vector, class Token>
-  auto start_owning(detail::prepared_transfer transfer, const transfer_options& options, std::shared_ptr<Vector> owned,
+  auto start_owning(detail::transfer_request transfer, const transfer_options& options, std::shared_ptr<Vector> owned,
                     Token&& token) {
-    transfer.registrable = false;  // handed back to the caller, who frees it where ferry cannot see
+    transfer.hand_back_vector();
     return start<void(boost::system::error_code, Vector)>(std::move(transfer), options,
                                                           detail::deliver_vector<Vector>{std::move(owned)},
                                                           std::forward<Token>(token));

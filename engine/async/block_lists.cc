@@ -486,13 +486,13 @@ void block_lists::report(const std::string& message) const {
   if (report_) report_(message);
 }
 
-prepared_transfer engine_core::prepare_blocks(std::string_view operation, bool to_device, memory_kind host_kind,
-                                              const block_source& blocks, std::size_t element_size,
-                                              batch_path path, transfer_plan plan) {
+transfer_request engine_core::prepare_blocks(std::string_view operation, bool to_device, memory_kind host_kind,
+                                             const block_list& blocks, std::size_t element_size, batch_path path,
+                                             transfer_plan plan) {
   stage_trace::mark(stage_trace::stage::prepare_begins);
   caller_context in_engine(impl_->driver, impl_->context);
-  prepared_transfer transfer =
-      impl_->blocks->prepare(operation, to_device, host_kind, blocks, element_size, path, plan);
+  transfer_request transfer = transfer_request_access::make(
+      impl_->blocks->prepare(operation, to_device, host_kind, block_source(blocks), element_size, path, plan));
   stage_trace::mark(stage_trace::stage::prepare_ends);
   return transfer;
 }

@@ -27,7 +27,7 @@
 #include "engine/async/kernel_choice.hpp"
 #include "engine/async/staging_pool.hpp"
 #include "engine/driver/driver_table.hpp"
-#include "ferry/detail/engine_core.hpp"
+#include "engine/transfer/prepared_transfer.hpp"
 #include "ferry/engine_options.hpp"
 
 namespace ferry::detail {

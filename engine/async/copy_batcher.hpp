@@ -25,7 +25,7 @@
 #include "engine/async/kernel_choice.hpp"
 #include "engine/driver/driver_table.hpp"
 #include "engine/transfer/plans.hpp"
-#include "ferry/detail/engine_core.hpp"
+#include "engine/transfer/prepared_transfer.hpp"
 #include "ferry/detail/operation.hpp"
 #include "ferry/engine_options.hpp"
 

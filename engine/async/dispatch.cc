@@ -19,8 +19,9 @@ const endpoint& host_side_of(const prepared_transfer& transfer) {
 
 }  // namespace
 
-void engine_core::start(operation_factory make_op, prepared_transfer prepared, std::optional<CUstream> stream) {
+void engine_core::start(operation_factory make_op, transfer_request request, std::optional<CUstream> stream) {
   impl& engine = *impl_;
+  prepared_transfer& prepared = prepared_of(request);
   plan_facts facts = engine.facts_of(prepared, stream);
   for (;;) {
     const plan_decision decision = decide(facts, engine.limits);

@@ -174,7 +174,7 @@ CUcontext engine_core::context() const noexcept { return impl_->context; }
 
 int engine_core::device_ordinal() const noexcept { return impl_->ordinal; }
 
-prepared_transfer engine_core::prepare_copy(std::string_view operation, std::size_t count, std::size_t element_size,
+transfer_request engine_core::prepare_copy(std::string_view operation, std::size_t count, std::size_t element_size,
                                             endpoint source, endpoint destination) {
   stage_trace::mark(stage_trace::stage::prepare_begins);
   // The fast path of a copy given no stream reads and counts these before the copy (the small copies in
@@ -183,7 +183,8 @@ prepared_transfer engine_core::prepare_copy(std::string_view operation, std::siz
   prefetch_for_write(&impl_->small_copies_in_flight, sizeof(impl_->small_copies_in_flight));
   impl_->pool.prefetch();
   caller_context in_engine(impl_->driver, impl_->context);
-  prepared_transfer transfer = prepare_copy_1d(operation, count, element_size, source, destination);
+  transfer_request transfer =
+      transfer_request_access::make(prepare_copy_1d(operation, count, element_size, source, destination));
   stage_trace::mark(stage_trace::stage::prepare_ends);
   return transfer;
 }
@@ -194,32 +195,32 @@ void engine_core::check_device_range(std::string_view operation, std::size_t cou
   detail::check_device_range(operation, count, element_size, side);
 }
 
-prepared_transfer engine_core::prepare_copy_2d(std::string_view operation, std::size_t width, std::size_t height,
+transfer_request engine_core::prepare_copy_2d(std::string_view operation, std::size_t width, std::size_t height,
                                                std::size_t element_size, endpoint source, plane source_plane,
                                                endpoint destination, plane destination_plane) {
   caller_context in_engine(impl_->driver, impl_->context);
-  return detail::prepare_copy_2d(operation, width, height, element_size, source, source_plane, destination,
-                                 destination_plane);
+  return transfer_request_access::make(detail::prepare_copy_2d(operation, width, height, element_size, source,
+                                                               source_plane, destination, destination_plane));
 }
 
-prepared_transfer engine_core::prepare_copy_peer(std::string_view operation, std::size_t count, std::size_t element_size,
+transfer_request engine_core::prepare_copy_peer(std::string_view operation, std::size_t count, std::size_t element_size,
                                                  CUdeviceptr source, CUcontext source_context, CUdeviceptr destination,
                                                  CUcontext destination_context) {
   caller_context in_engine(impl_->driver, impl_->context);
-  return detail::prepare_copy_peer(operation, count, element_size, source, source_context, destination,
-                                   destination_context);
+  return transfer_request_access::make(detail::prepare_copy_peer(operation, count, element_size, source,
+                                                                 source_context, destination, destination_context));
 }
 
-prepared_transfer engine_core::prepare_fill(std::string_view operation, CUdeviceptr destination, std::size_t count,
+transfer_request engine_core::prepare_fill(std::string_view operation, CUdeviceptr destination, std::size_t count,
                                             std::size_t element_size, const void* value) {
   caller_context in_engine(impl_->driver, impl_->context);
-  return detail::prepare_fill(operation, destination, count, element_size, value);
+  return transfer_request_access::make(detail::prepare_fill(operation, destination, count, element_size, value));
 }
 
-prepared_transfer engine_core::prepare_prefetch(std::string_view operation, CUdeviceptr pointer, std::size_t count,
+transfer_request engine_core::prepare_prefetch(std::string_view operation, CUdeviceptr pointer, std::size_t count,
                                                 std::size_t element_size, CUmemLocation location) {
   caller_context in_engine(impl_->driver, impl_->context);
-  return detail::prepare_prefetch(operation, pointer, count, element_size, location);
+  return transfer_request_access::make(detail::prepare_prefetch(operation, pointer, count, element_size, location));
 }
 
 void engine_core::forget_host_memory(const void* address, std::size_t bytes) {

@@ -37,6 +37,7 @@
 #include "engine/async/staging_pool.hpp"
 #include "engine/async/stream_sequencer.hpp"
 #include "engine/driver/driver_table.hpp"
+#include "engine/transfer/prepared_transfer.hpp"
 #include "ferry/detail/engine_core.hpp"
 #include "ferry/stream.hpp"
 

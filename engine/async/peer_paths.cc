@@ -5,6 +5,8 @@
 // enqueued.
 #include "ferry/detail/peer_paths.hpp"
 
+#include "engine/transfer/prepared_transfer.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <mutex>
@@ -233,16 +235,9 @@ std::shared_ptr<peer_lanes> make_peer_lanes(CUcontext engine_context, CUdevice d
   return std::make_shared<peer_lanes>(engine_context, device, options);
 }
 
-void refuse_peer_path(const prepared_transfer& transfer, peer_path path) {
-  if (path == peer_path::automatic) return;
-  throw_invalid_argument(transfer.operation, "transfer_options::peer is " +
-                                                 (known_path(path) ? std::string(ferry::to_string(path))
-                                                                   : std::to_string(static_cast<int>(path))) +
-                                                 "; only copy_peer takes a peer_path");
-}
-
-void choose_peer_path(prepared_transfer& transfer, peer_path path, const std::shared_ptr<peer_lanes>& lanes,
+void choose_peer_path(transfer_request& request, peer_path path, const std::shared_ptr<peer_lanes>& lanes,
                       CUcontext source_context, CUcontext destination_context) {
+  prepared_transfer& transfer = prepared_of(request);
   if (!known_path(path)) {
     throw_invalid_argument(transfer.operation,
                            "transfer_options::peer " + std::to_string(static_cast<int>(path)) + " is not a peer_path");
@@ -271,17 +266,3 @@ void choose_peer_path(prepared_transfer& transfer, peer_path path, const std::sh
 peer_counts counts_of(const peer_lanes& lanes) noexcept { return lanes.counts(); }
 
 }  // namespace ferry::detail
-
-namespace ferry {
-
-std::string_view to_string(peer_path path) noexcept {
-  switch (path) {
-    case peer_path::automatic: return "automatic";
-    case peer_path::copy_engine: return "copy_engine";
-    case peer_path::split: return "split";
-    case peer_path::kernel: return "kernel";
-  }
-  return "?";
-}
-
-}  // namespace ferry

@@ -16,7 +16,7 @@
 #include <memory>
 #include <vector>
 
-#include "ferry/detail/engine_core.hpp"
+#include "engine/transfer/prepared_transfer.hpp"
 #include "ferry/detail/prefetch.hpp"
 
 namespace ferry::detail {

@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ferry/detail/engine_core.hpp"
+#include "engine/transfer/prepared_transfer.hpp"
 #include "ferry/detail/transfer.hpp"
 
 namespace ferry::detail {

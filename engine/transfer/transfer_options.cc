@@ -1,11 +1,11 @@
-// The checks of a caller's transfer_options on a prepared transfer (force_plan, choose_batch_path), and
-// the names of plans and batch paths.
+// The checks of a caller's transfer_options on a prepared transfer (transfer_request::apply: force_plan,
+// choose_batch_path, refuse_peer_path), and the names of plans, batch paths and peer paths.
 #include <string>
 #include <utility>
 
 #include "engine/errors/check.hpp"
 #include "engine/memory/known_ranges.hpp"
-#include "ferry/detail/engine_core.hpp"
+#include "engine/transfer/prepared_transfer.hpp"
 #include "ferry/error.hpp"
 
 namespace ferry::detail {
@@ -80,6 +80,24 @@ void choose_batch_path(prepared_transfer& transfer, batch_path path, bool on_str
   transfer.batching = path;
 }
 
+
+void refuse_peer_path(const prepared_transfer& transfer, peer_path path) {
+  if (path == peer_path::automatic) return;
+  throw_invalid_argument(transfer.operation, "transfer_options::peer is " +
+                                                 (ferry::to_string(path) != "?" ? std::string(ferry::to_string(path))
+                                                                   : std::to_string(static_cast<int>(path))) +
+                                                 "; only copy_peer takes a peer_path");
+}
+
+void transfer_request::apply(const transfer_options& options, int engine_device) {
+  prepared_transfer& transfer = prepared_of(*this);
+  if (options.plan != transfer_plan::automatic) force_plan(transfer, options.plan);
+  if (options.peer != peer_path::automatic) refuse_peer_path(transfer, options.peer);
+  if (options.batching != batch_path::automatic) {
+    choose_batch_path(transfer, options.batching, options.stream.has_value(), engine_device);
+  }
+}
+
 }  // namespace ferry::detail
 
 namespace ferry {
@@ -102,6 +120,17 @@ std::string_view to_string(transfer_plan plan) noexcept {
     case transfer_plan::batched: return "batched";
     case transfer_plan::driver_staged: return "driver_staged";
     case transfer_plan::resident: return "resident";
+  }
+  return "?";
+}
+
+
+std::string_view to_string(peer_path path) noexcept {
+  switch (path) {
+    case peer_path::automatic: return "automatic";
+    case peer_path::copy_engine: return "copy_engine";
+    case peer_path::split: return "split";
+    case peer_path::kernel: return "kernel";
   }
   return "?";
 }

@@ -28,6 +28,7 @@
 
 #include "engine/async/completion_bridge.hpp"
 #include "engine/driver/driver_table.hpp"
+#include "engine/transfer/prepared_transfer.hpp"
 #include "engine/driver/sim/control.hpp"
 #include "ferry/marshal.hpp"
 #include "tests/support/device_fixture.hpp"

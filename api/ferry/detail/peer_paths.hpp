@@ -24,13 +24,10 @@ std::shared_ptr<peer_lanes> make_peer_lanes(CUcontext engine_context, CUdevice d
 // `path` (transfer_options::peer), or the engine's own when it is automatic. Throws std::invalid_argument
 // naming the path and the devices when they cannot take it (peer_path::kernel), and cuda_error when a
 // driver query or the enabling of peer access fails; nothing is enqueued either way.
-void choose_peer_path(prepared_transfer& transfer, peer_path path, const std::shared_ptr<peer_lanes>& lanes,
+void choose_peer_path(transfer_request& transfer, peer_path path, const std::shared_ptr<peer_lanes>& lanes,
                       CUcontext source_context, CUcontext destination_context);
 
 // How many copies took each path.
 peer_counts counts_of(const peer_lanes& lanes) noexcept;
-
-// For every operation other than copy_peer: std::invalid_argument unless `path` is automatic.
-void refuse_peer_path(const prepared_transfer& transfer, peer_path path);
 
 }  // namespace ferry::detail
