@@ -34,7 +34,7 @@
 #include "bench/harness/io_thread.hpp"
 #include "bench/harness/program.hpp"
 #include "engine/driver/driver_table.hpp"
-#include "ferry/detail/stage_trace.hpp"
+#include "engine/trace/stage_marks.hpp"
 #include "ferry/engine.hpp"
 #include "ferry/ferry.hpp"
 
@@ -174,7 +174,8 @@ bench::comparison_spec list_case(block_setup& s, engine& gpu, std::string name, 
 // list (events on a stream of the caller's around it, so it starts before the call), when the handler
 // ran, and when the waiting thread saw it; for pokes and peeks, back to back and after an idle pause as
 // long as a bench trial's (the raw side's loop and the verification run between two of ferry's lists).
-// The initiating call split by the engine's stage marks (detail::stage_trace): the way to the checks,
+// The initiating call split by the engine's stage marks (engine/trace/stage_marks.hpp, in a build with
+// them: tools/ferry bench --stage-marks block_lists): the way to the checks,
 // the checks (which read the caller's list and write the copies where the GPU reads them), the way to
 // the stream, the launch's driver call, the completion flag's write, and the op's bookkeeping until the
 // call returns. Printed, not a result row.
@@ -225,6 +226,7 @@ void print_where_the_time_goes(block_setup& s, engine& gpu, bool peeks, std::chr
       gpu.poke_blocks(pokes, transfer_options{on}, on_done);
     }
     const auto returned = clock::now();
+    detail::stage_trace::mark(stage::initiating_call_returns);
     check(s.raw.cuEventRecord(after, on.get()), "cuEventRecord");
     while (!done.load(std::memory_order_acquire)) std::this_thread::yield();
     const auto completed = clock::now();

@@ -1,9 +1,10 @@
 // Where a co_awaited poke's round trip goes (4 KiB unless --bytes says): the time at which it reaches
-// each stage of the engine (ferry/detail/stage_trace.hpp, turned on here), median over 3,000 round trips,
+// each stage of the engine (engine/trace/stage_marks.hpp: built with `tools/ferry bench --stage-marks`,
+// turned on here), median over 3,000 round trips,
 // beside the raw driver's round trips in the same run (cuMemcpyHtoDAsync, then cuEventRecord and a spin on
 // cuEventQuery, or cuStreamSynchronize as the size sweep's raw side waits). A
-// diagnostic: it prints its tables and writes no result file. The marks cost a clock read each (~40 ns
-// on the H200's host), so the traced round trip is a little longer than bench/engine_latency's.
+// diagnostic: it prints its tables and writes no result file. The marks cost a clock read each, so the
+// traced round trip is a little longer than bench/engine_latency's. Built without the marks, it says so.
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -30,7 +31,7 @@
 #include "bench/harness/options.hpp"
 #include "tools/command_line/command_line.hpp"
 #include "engine/driver/driver_table.hpp"
-#include "ferry/detail/stage_trace.hpp"
+#include "engine/trace/stage_marks.hpp"
 #include "ferry/engine.hpp"
 #include "ferry/ferry.hpp"
 
@@ -66,8 +67,7 @@ constexpr std::size_t stage_count = static_cast<std::size_t>(stage::count);
 constexpr const char* stage_names[stage_count] = {
     "prepare begins", "prepare ends", "enqueue begins", "copy enqueued", "flag enqueued", "event recorded",
     "operation made", "admitted", "handed to bridge", "initiating call returns", "arrival taken (bridge)",
-    "flag seen (bridge)", "continuation begins", "completion begins", "handed to mailbox", "mailbox taken (io thread)",
-    "handler runs", "coroutine resumed"};
+    "flag seen (bridge)", "continuation begins", "handler runs", "coroutine resumed"};
 
 double median(std::vector<double> values) {
   std::erase_if(values, [](double v) { return std::isnan(v); });
@@ -162,6 +162,7 @@ std::vector<std::vector<double>> traced_round_trips_from_another_thread(engine& 
     const auto start = clock_type::now().time_since_epoch().count();
     std::atomic<bool> done{false};
     auto raise_flag = [&](boost::system::error_code error, std::size_t) {
+      detail::stage_trace::mark(stage::handler_runs);
       failure = error;
       done.store(true, std::memory_order_release);
     };
@@ -174,6 +175,7 @@ std::vector<std::vector<double>> traced_round_trips_from_another_thread(engine& 
     } else {
       poke(raise_flag);
     }
+    detail::stage_trace::mark(stage::initiating_call_returns);
     while (!done.load(std::memory_order_acquire)) {
     }
     detail::stage_trace::mark(stage::resumed);
@@ -253,6 +255,11 @@ int main(int argc, char** argv) try {
   auto destination = device_buffer<std::uint8_t>::allocate(bytes);
   std::mt19937_64 generator(5);
   for (std::size_t i = 0; i < bytes; ++i) source.data()[i] = static_cast<std::uint8_t>(generator());
+  if (!detail::stage_trace::compiled_in) {
+    std::printf("ferry stage_trace: this build has no stage marks; build it with them: tools/ferry bench "
+                "--stage-marks stage_trace\n");
+    return 0;
+  }
   detail::stage_trace::enabled = true;
   std::printf("ferry stage_trace on the %s backend: %s\n", std::string(to_string(active_backend())).c_str(),
               gpu_device.name().c_str());

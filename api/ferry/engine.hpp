@@ -67,7 +67,6 @@
 #include "ferry/detail/engine_initiation.hpp"
 #include "ferry/detail/memory_sides.hpp"
 #include "ferry/detail/peer_paths.hpp"
-#include "ferry/detail/stage_trace.hpp"
 #include "ferry/detail/transfer.hpp"
 #include "ferry/engine_options.hpp"
 #include "ferry/error.hpp"
@@ -415,7 +414,6 @@ class engine {
               executor_registry_->prefetch_for_submission();
               auto make = [&] { return detail::make_operation(std::move(handler), std::move(deliver), executor_, core_); };
               core_->start(detail::operation_factory(make), std::move(transfer), stream);
-              detail::stage_trace::mark(detail::stage_trace::stage::initiating_call_returns);
             }},
         token, std::move(transfer));
   }

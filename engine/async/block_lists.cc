@@ -13,7 +13,7 @@
 #include "engine/kernels/launch.hpp"
 #include "engine/memory/known_ranges.hpp"
 #include "engine/transfer/plans.hpp"
-#include "ferry/detail/stage_trace.hpp"
+#include "engine/trace/stage_marks.hpp"
 #include "ferry/error.hpp"
 
 namespace ferry::detail {

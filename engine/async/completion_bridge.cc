@@ -2,7 +2,7 @@
 
 #include "ferry/detail/operation.hpp"
 #include "ferry/detail/spin_pause.hpp"
-#include "ferry/detail/stage_trace.hpp"
+#include "engine/trace/stage_marks.hpp"
 #include "ferry/error.hpp"
 
 #include <pthread.h>

@@ -18,7 +18,7 @@
 #include "engine/transfer/plans.hpp"
 #include "engine/transfer/stream_names.hpp"
 #include "ferry/detail/prefetch.hpp"
-#include "ferry/detail/stage_trace.hpp"
+#include "engine/trace/stage_marks.hpp"
 #include "ferry/error.hpp"
 
 namespace ferry::detail {

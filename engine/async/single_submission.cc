@@ -12,7 +12,7 @@
 #include "engine/errors/check.hpp"
 #include "ferry/error.hpp"
 #include "ferry/detail/prefetch.hpp"
-#include "ferry/detail/stage_trace.hpp"
+#include "engine/trace/stage_marks.hpp"
 
 namespace ferry::detail {
 

@@ -2,7 +2,7 @@
 """Checks that ferry's dependencies point down the layers, as docs/architecture.md draws them:
 
     api -> engine/async -> engine/transfer -> engine/memory, engine/context, engine/kernels
-        -> engine/errors -> engine/driver
+        -> engine/errors -> engine/driver, engine/trace
 
 Every rule in api/ and engine/ may depend only on packages of a lower layer (or its own package) and on
 the public headers alone (//api:headers, the declarations engine/ implements), and nothing there may
@@ -25,6 +25,7 @@ LAYERS = {
     "//engine/kernels": 2,
     "//engine/errors": 2,
     "//engine/driver": 1,
+    "//engine/trace": 1,
 }
 SIM = "//engine/driver/sim"
 # The public headers alone: the declarations engine/ implements, so every layer may include them.

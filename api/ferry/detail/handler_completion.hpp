@@ -24,7 +24,6 @@
 #include "ferry/detail/op_blocks.hpp"
 #include "ferry/detail/operation.hpp"
 #include "ferry/detail/pending_handlers.hpp"
-#include "ferry/detail/stage_trace.hpp"
 
 namespace ferry::detail {
 
@@ -90,7 +89,6 @@ class handler_completion final : public completion, public pending_handlers::ent
   }
 
   void complete(boost::system::error_code error, std::size_t bytes) override {
-    stage_trace::mark(stage_trace::stage::completion_begins);
     // The lock covers taking the handler from the registry only, not its way to the executor: the threads
     // that start ops take it too (to register theirs), and would wait for a post's scheduler lock and the
     // wake-up of a parked thread.
@@ -168,7 +166,6 @@ class handler_completion final : public completion, public pending_handlers::ent
     boost::system::error_code error;
     std::size_t bytes;
     void operator()() {
-      stage_trace::mark(stage_trace::stage::handler_runs);
       // The op goes once the handler returns (unless the engine still holds it), here on the handler's
       // thread. Not before the handler: freeing it writes lines that the thread which started the op wrote
       // last (its block's free list, the count of the registry's owners), a wait that the handler, whose
@@ -259,7 +256,6 @@ class handler_completion final : public completion, public pending_handlers::ent
       item->behind_posted = registry_->posted_not_run.load(std::memory_order_acquire) > 0;
       if (registry_->try_hand(item.get())) {
         (void)item.release();
-        stage_trace::mark(stage_trace::stage::handed_to_mailbox);
         registry_->handed_over.fetch_add(1, std::memory_order_relaxed);
         return;
       }

@@ -19,7 +19,6 @@
 
 #include "ferry/detail/pending_handlers.hpp"
 #include "ferry/detail/spin_pause.hpp"
-#include "ferry/detail/stage_trace.hpp"
 
 namespace ferry::detail {
 
@@ -126,7 +125,6 @@ struct keep_awake {
       for (int i = 0; i < pauses; ++i) spin_pause();
     }
     delivery_list handed(owner->mailbox.exchange(pending_handlers::registry::closed(), std::memory_order_acq_rel));
-    if (!handed.empty()) stage_trace::mark(stage_trace::stage::mailbox_taken);
     const Executor here = executor;
     // After reschedule(), which moves *this away, only locals are touched.
     auto post_rest = [&] {
