@@ -28,8 +28,8 @@
 
 #include "engine/async/completion_bridge.hpp"
 #include "engine/driver/driver_table.hpp"
-#include "engine/driver/sim/control.hpp"
 #include "ferry/marshal.hpp"
+#include "sim/control.hpp"
 #include "tests/support/device_fixture.hpp"
 #include "tests/support/expect_error.hpp"
 #include "tests/support/io_helpers.hpp"
