@@ -1,7 +1,7 @@
 // Which driver backend this process runs on. The real driver (libcuda.so.1) unless the sim, ferry's host
 // simulation of the driver for tests, is chosen: FERRY_BACKEND=sim, or select_backend(backend::sim)
-// before the first driver call, in a program that links the sim (//engine/driver/sim). Nothing falls
-// back to the sim: without a usable driver the first driver call throws a cuda_error that says why.
+// before the first driver call, in a program that links the sim (//sim). Nothing falls back to the sim:
+// without a usable driver the first driver call throws a cuda_error that says why.
 #pragma once
 
 #include "ferry/detail/require_cxx20.hpp"

@@ -9,7 +9,7 @@
 #include <stdexcept>
 
 #include "bench/kernels/compute_spin.hpp"
-#include "engine/driver/sim/control.hpp"
+#include "sim/control.hpp"
 
 namespace ferry::bench::kernels {
 namespace {

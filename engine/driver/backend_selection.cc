@@ -115,7 +115,7 @@ selection open_sim(const std::string& chosen_by) {
   if (table == nullptr) {
     return {&refusing_table(CUDA_ERROR_NOT_INITIALIZED,
                             chosen_by + " chose the sim backend, but this program does not link it "
-                                        "(the Bazel target //engine/driver/sim)"),
+                                        "(the Bazel target //sim)"),
             backend_kind::sim};
   }
   const driver_table& sim = table();

@@ -36,7 +36,7 @@ void select_backend(backend_kind kind);
 // entry point.
 const driver_table* cuda_table(std::string* why_not);
 
-// The sim is its own library (engine/driver/sim), linked by tests and never by default: linking it
+// The sim is its own library (//sim, beside the engine), linked by tests and never by default: linking it
 // registers its table here, which makes FERRY_BACKEND=sim usable.
 void register_sim_backend(const driver_table& (*table)()) noexcept;
 

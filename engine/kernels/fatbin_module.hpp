@@ -3,7 +3,7 @@
 // ferry's own kernels are loaded this way (loaded_kernels.hpp), and so can a program's own: every call
 // goes through the driver table ferry chose (engine/driver), so the kernels run on ferry's contexts and
 // streams, and on the sim backend the same code runs the host twins the program registered under the
-// kernels' names (ferry::sim::register_kernel, engine/driver/sim/control.hpp).
+// kernels' names (ferry::sim::register_kernel, sim/control.hpp).
 //
 // Loading: cuModuleLoadData of the image, then cuModuleGetFunction for each kernel, in the calling
 // thread's current context, once per context (thread-safe: threads that race on a context's first call

@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/driver/sim/control.hpp"
 #include "ferry/marshal.hpp"
+#include "sim/control.hpp"
 #include "tests/support/device_fixture.hpp"
 #include "tests/support/expect_error.hpp"
 #include "tests/support/failure_log.hpp"

@@ -17,8 +17,8 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/driver/sim/control.hpp"
 #include "ferry/marshal.hpp"
+#include "sim/control.hpp"
 #include "tests/support/device_fixture.hpp"
 #include "tests/support/failure_log.hpp"
 #include "tests/support/io_helpers.hpp"

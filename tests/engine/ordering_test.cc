@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/driver/sim/control.hpp"
 #include "ferry/marshal.hpp"
+#include "sim/control.hpp"
 #include "tests/support/device_fixture.hpp"
 #include "tests/support/engine_fixture.hpp"
 #include "tests/support/io_helpers.hpp"

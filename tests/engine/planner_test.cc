@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/driver/sim/control.hpp"
+#include "sim/control.hpp"
 #include "ferry/marshal.hpp"
 #include "tests/support/expect_error.hpp"
 #include "tests/support/io_helpers.hpp"

@@ -16,11 +16,11 @@
 
 #include <boost/system/system_error.hpp>
 
-#include "engine/driver/sim/control.hpp"
 #include "ferry/blocks.hpp"
 #include "ferry/engine.hpp"
 #include "ferry/managed.hpp"
 #include "ferry/marshal.hpp"
+#include "sim/control.hpp"
 #include "tests/fuzz/fuzz_input.hpp"
 #include "tests/fuzz/fuzz_world.hpp"
 #include "tests/fuzz/validity_model.hpp"

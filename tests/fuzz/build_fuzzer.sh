@@ -37,7 +37,7 @@ needs_build() {  # source object: true when the object is missing or older than 
 # engine/remote is ferry::remote (//api:remote, UCX): no part of what the fuzzer drives.
 sources=()
 for source in engine/*/*.cc; do [[ "$source" == engine/remote/* ]] || sources+=("$source"); done
-sources+=(engine/driver/sim/*.cc tests/fuzz/fuzz_world.cc tests/fuzz/argument_fuzzer.cc "$FATBIN_SOURCE")
+sources+=(sim/*.cc tests/fuzz/fuzz_world.cc tests/fuzz/argument_fuzzer.cc "$FATBIN_SOURCE")
 objects=() pids=() failed=0 built=0
 for source in "${sources[@]}"; do
   object="$(object_of "$source")"

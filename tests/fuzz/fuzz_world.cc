@@ -12,8 +12,8 @@
 #include <boost/system/system_error.hpp>
 
 #include "engine/driver/driver_table.hpp"
-#include "engine/driver/sim/control.hpp"
 #include "ferry/blocks.hpp"
+#include "sim/control.hpp"
 #include "tests/fuzz/fuzz_input.hpp"
 
 namespace ferry::fuzz {

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/driver/sim/control.hpp"
 #include "ferry/engine.hpp"
 #include "ferry/marshal.hpp"
+#include "sim/control.hpp"
 #include "tests/fuzz/validity_model.hpp"
 
 namespace ferry::fuzz {

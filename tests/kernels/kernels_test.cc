@@ -21,11 +21,11 @@
 #include <vector>
 
 #include "engine/driver/driver_table.hpp"
-#include "engine/driver/sim/control.hpp"
 #include "engine/kernels/copy_block_list.hpp"
 #include "engine/kernels/host_kernels.hpp"
 #include "engine/kernels/kernel_parameters.hpp"
 #include "ferry/marshal.hpp"
+#include "sim/control.hpp"
 #include "tests/support/device_fixture.hpp"
 #include "tests/support/expect_error.hpp"
 #include "tests/support/random_bytes.hpp"

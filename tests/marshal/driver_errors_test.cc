@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/driver/sim/control.hpp"
 #include "ferry/error.hpp"
 #include "ferry/marshal.hpp"
+#include "sim/control.hpp"
 #include "tests/support/device_fixture.hpp"
 #include "tests/support/expect_error.hpp"
 #include "tests/support/random_bytes.hpp"

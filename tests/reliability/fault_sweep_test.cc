@@ -22,11 +22,11 @@
 #include <utility>
 #include <vector>
 
-#include "engine/driver/sim/control.hpp"
 #include "engine/kernels/launch.hpp"
 #include "ferry/engine.hpp"
 #include "ferry/managed.hpp"
 #include "ferry/marshal.hpp"
+#include "sim/control.hpp"
 #include "tests/support/device_fixture.hpp"
 #include "tests/support/random_bytes.hpp"
 

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/driver/sim/control.hpp"
 #include "ferry/engine.hpp"
 #include "ferry/marshal.hpp"
+#include "sim/control.hpp"
 #include "tests/support/device_fixture.hpp"
 #include "tests/support/io_helpers.hpp"
 #include "tests/support/random_bytes.hpp"

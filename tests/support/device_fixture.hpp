@@ -9,10 +9,10 @@
 #include <iostream>
 
 #include "engine/driver/driver_table.hpp"
-#include "engine/driver/sim/control.hpp"
 #include "engine/kernels/launch.hpp"
 #include "ferry/backend.hpp"
 #include "ferry/context.hpp"
+#include "sim/control.hpp"
 
 namespace ferry::testing {
 

@@ -3,8 +3,8 @@
 # cross compiler (g++-aarch64-linux-gnu, which `tools/ferry setup` installs), so that x86-only code
 # (intrinsics, builtins, inline assembly, type-size assumptions) is caught on an x86 CI machine.
 # A compile check only (-c -o /dev/null): no object kept, no link, nothing runs. It covers the .cc
-# files under api/, engine/ (the sim backend included) and examples/pipeline_server/; every header
-# they include is checked through them. Not checked: the CUDA kernels (nvcc's, not the host's) and
+# files under api/, engine/, sim/ (the sim backend: users' tests link it, on Arm hosts too) and
+# examples/pipeline_server/; every header they include is checked through them. Not checked: the CUDA kernels (nvcc's, not the host's) and
 # the sources Bazel generates (kernels' fatbin_data.cc, a byte array written by embed_fatbin.sh).
 # The flags are those of the Bazel build (-c opt): its toolchain's warning and optimization flags,
 # then FERRY_COPTS (read from tools/bazel/ferry.bzl, -Werror included), with its include paths: the
@@ -50,7 +50,7 @@ toolchain=(-U_FORTIFY_SOURCE -fstack-protector -Wall -Wunused-but-set-parameter 
            -fno-omit-frame-pointer -O2 -D_FORTIFY_SOURCE=1 -DNDEBUG)
 flags=("${toolchain[@]}" "${copts[@]}" -c -o /dev/null --sysroot="$work/sysroot"
        -iquote . -isystem api -isystem "$cuda_include" -isystem "$ucx_include" -isystem "$work/include")
-mapfile -t sources < <(find api engine examples/pipeline_server -name '*.cc' -type f | LC_ALL=C sort)
+mapfile -t sources < <(find api engine sim examples/pipeline_server -name '*.cc' -type f | LC_ALL=C sort)
 ((${#sources[@]})) || { echo "compile_aarch64: no sources found" >&2; exit 1; }
 # Largest first, so that no long compile starts last while the other cores sit idle.
 mapfile -t by_size < <(find "${sources[@]}" -printf '%s %p\n' | sort -rn | cut -d' ' -f2-)

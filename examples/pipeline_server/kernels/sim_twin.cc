@@ -8,9 +8,9 @@
 #include <functional>
 #include <stdexcept>
 
-#include "engine/driver/sim/control.hpp"
 #include "examples/pipeline_server/kernels/host_transform.hpp"
 #include "examples/pipeline_server/kernels/parameters.hpp"
+#include "sim/control.hpp"
 
 namespace ferry::pipeline::kernels {
 namespace {
