@@ -281,70 +281,13 @@ prepared_transfer block_lists::prepare(std::string_view operation, bool to_devic
   }
   auto held = std::make_shared<list>(*this, to_device);
   list& blocks = *held;
-  checked_blocks checked;
-  if (host_kind == memory_kind::pinned_host) {
-    // The checks write the copies where the GPU reads them: into a free slab where the list may take the
-    // kernel in one launch (none is allocated before the checks), else into memory of the list's own.
-    blocks.slabs.reserve(1);  // taking a slab never throws after it
-    std::uint64_t* slab = sides.size() <= blocks_per_launch && may_take_kernel(path, sides.size())
-                              ? slabs_.try_acquire_free()
-                              : nullptr;
-    if (slab != nullptr) {
-      blocks.slabs.push_back(slab);
-      blocks.copies = arrays_at(slab, sides.size());
-    } else {
-      blocks.copies = blocks.own.emplace(sides.size()).arrays;
-    }
-    checked = plan_blocks(operation, to_device, host_kind, sides, element_size, &blocks.copies);
-  } else {
-    checked = plan_blocks(operation, to_device, host_kind, sides, element_size);
-    blocks.blocks = std::move(checked.blocks);  // without the empty blocks (moved, not copied)
-  }
+  const checked_blocks checked = check_into(blocks, operation, host_kind, sides, element_size, path);
   blocks.count = checked.copies;
   batch_path chosen = choose_path(operation, path, blocks.count, checked.foreign_device_block);
   bool staged = false;
   if (host_kind == memory_kind::pageable_host && !blocks.blocks.empty()) {
-    // Packed into one staging chunk where they fit and one is free (never the pool's last, which a staged
-    // transfer ahead of the list on its stream may be waiting for); otherwise staged chunk by chunk when
-    // the list's turn comes, as a pageable transfer is.
-    if (path == batch_path::kernel && checked.bytes > staging_.chunk_bytes() &&
-        staging_.chunk_bytes() < kernel_chunk_min_bytes) {
-      throw_invalid_argument(operation, "transfer_options::batching is kernel, but the pageable blocks hold " +
-                                            std::to_string(checked.bytes) + " bytes, more than a staging chunk of " +
-                                            std::to_string(staging_.chunk_bytes()) +
-                                            " bytes (engine_options::staging_chunk_bytes), and the kernel takes "
-                                            "no chunk of fewer than " + std::to_string(kernel_chunk_min_bytes) +
-                                            " bytes (its descriptors take 24 bytes a piece)");
-    }
-    if (checked.bytes <= staging_.chunk_bytes()) blocks.chunk = staging_.try_lease_ahead();
-    if (blocks.chunk == nullptr) {
-      if (staging_.chunk_bytes() < kernel_chunk_min_bytes) chosen = batch_path::copy_engine;
-      staged = true;
-      blocks.bytes = checked.bytes;
-      blocks.starts.reserve(blocks.blocks.size());
-      std::size_t start = 0;
-      for (const checked_block& b : blocks.blocks) {
-        blocks.starts.push_back(start);
-        start += b.bytes;
-      }
-    } else {
-      std::size_t offset = 0;
-      std::vector<list::piece> packs;
-      for (checked_block& b : blocks.blocks) {
-        std::byte* place = blocks.chunk + offset;
-        auto* host = reinterpret_cast<std::byte*>(b.host);
-        if (to_device) {
-          packs.push_back({place, host, b.bytes});
-        } else {
-          blocks.unpacks.push_back({host, place, b.bytes});
-        }
-        b.host = reinterpret_cast<std::uintptr_t>(place);
-        offset += b.bytes;
-      }
-      list::copy_runs(packs, copy_);
-      blocks.copies = blocks.own.emplace(blocks.count).arrays;
-      write_copies(blocks.copies, blocks.blocks, to_device);
-    }
+    staged = !pack_into_chunk(blocks, operation, path, checked.bytes);
+    if (staged && staging_.chunk_bytes() < kernel_chunk_min_bytes) chosen = batch_path::copy_engine;
   }
   // The automatic rule's bound on the mean block applies to what one launch would move: the whole list
   // where it moves in one go, each chunk's pieces where it is staged (chunk_length), which may be small
@@ -357,10 +300,80 @@ prepared_transfer block_lists::prepare(std::string_view operation, bool to_devic
   if (chosen != batch_path::kernel && !blocks.slabs.empty()) keep_copies_off_slabs(blocks);
   blocks.path = chosen;
   blocks.kernel_forced = path == batch_path::kernel;
+  return transfer_of(std::move(held), operation, host_kind, sides, checked.bytes, staged);
+}
 
+checked_blocks block_lists::check_into(list& blocks, std::string_view operation, memory_kind host_kind,
+                                       const block_source& sides, std::size_t element_size, batch_path path) {
+  if (host_kind != memory_kind::pinned_host) {
+    checked_blocks checked = plan_blocks(operation, blocks.to_device, host_kind, sides, element_size);
+    blocks.blocks = std::move(checked.blocks);  // without the empty blocks (moved, not copied)
+    return checked;
+  }
+  // The checks write the copies where the GPU reads them: into a free slab where the list may take the
+  // kernel in one launch (none is allocated before the checks), else into memory of the list's own.
+  blocks.slabs.reserve(1);  // taking a slab never throws after it
+  std::uint64_t* slab = sides.size() <= blocks_per_launch && may_take_kernel(path, sides.size())
+                            ? slabs_.try_acquire_free()
+                            : nullptr;
+  if (slab != nullptr) {
+    blocks.slabs.push_back(slab);
+    blocks.copies = arrays_at(slab, sides.size());
+  } else {
+    blocks.copies = blocks.own.emplace(sides.size()).arrays;
+  }
+  return plan_blocks(operation, blocks.to_device, host_kind, sides, element_size, &blocks.copies);
+}
+
+bool block_lists::pack_into_chunk(list& blocks, std::string_view operation, batch_path path, std::size_t bytes) {
+  // Packed into one staging chunk where they fit and one is free (never the pool's last, which a staged
+  // transfer ahead of the list on its stream may be waiting for); otherwise staged chunk by chunk when
+  // the list's turn comes, as a pageable transfer is.
+  if (path == batch_path::kernel && bytes > staging_.chunk_bytes() && staging_.chunk_bytes() < kernel_chunk_min_bytes) {
+    throw_invalid_argument(operation, "transfer_options::batching is kernel, but the pageable blocks hold " +
+                                          std::to_string(bytes) + " bytes, more than a staging chunk of " +
+                                          std::to_string(staging_.chunk_bytes()) +
+                                          " bytes (engine_options::staging_chunk_bytes), and the kernel takes "
+                                          "no chunk of fewer than " + std::to_string(kernel_chunk_min_bytes) +
+                                          " bytes (its descriptors take 24 bytes a piece)");
+  }
+  if (bytes <= staging_.chunk_bytes()) blocks.chunk = staging_.try_lease_ahead();
+  if (blocks.chunk == nullptr) {
+    blocks.bytes = bytes;
+    blocks.starts.reserve(blocks.blocks.size());
+    std::size_t start = 0;
+    for (const checked_block& b : blocks.blocks) {
+      blocks.starts.push_back(start);
+      start += b.bytes;
+    }
+    return false;
+  }
+  std::size_t offset = 0;
+  std::vector<list::piece> packs;
+  for (checked_block& b : blocks.blocks) {
+    std::byte* place = blocks.chunk + offset;
+    auto* host = reinterpret_cast<std::byte*>(b.host);
+    if (blocks.to_device) {
+      packs.push_back({place, host, b.bytes});
+    } else {
+      blocks.unpacks.push_back({host, place, b.bytes});
+    }
+    b.host = reinterpret_cast<std::uintptr_t>(place);
+    offset += b.bytes;
+  }
+  list::copy_runs(packs, copy_);
+  blocks.copies = blocks.own.emplace(blocks.count).arrays;
+  write_copies(blocks.copies, blocks.blocks, blocks.to_device);
+  return true;
+}
+
+prepared_transfer block_lists::transfer_of(std::shared_ptr<list> held, std::string_view operation,
+                                           memory_kind host_kind, const block_source& sides, std::size_t bytes,
+                                           bool staged) {
+  const bool to_device = held->to_device;
   prepared_transfer transfer;
   transfer.operation = operation;
-  transfer.bytes = checked.bytes;
+  transfer.bytes = bytes;
   if (block_sides first{}; sides.read(0, std::span(&first, 1)) == 1) {
     const endpoint host{host_kind, first.host, "blocks[0].host"};
     const endpoint device{memory_kind::device, first.device, "blocks[0].device"};

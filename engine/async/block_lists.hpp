@@ -34,6 +34,7 @@ namespace ferry::detail {
 
 struct copy_arrays;    // engine/transfer/plans.hpp
 struct foreign_block;  // engine/transfer/plans.hpp
+struct checked_blocks;  // engine/transfer/plans.hpp
 
 class block_lists {
  public:
@@ -74,6 +75,17 @@ class block_lists {
  private:
   struct list;  // one vectored transfer's blocks, slabs and staging, kept until the GPU is done
 
+  // The checks (plan_blocks) of a list's blocks: a page-locked list's copies written into a free slab
+  // where it may take the kernel in one launch, else into memory of the list's own; a pageable list's
+  // blocks kept in the list.
+  checked_blocks check_into(list& blocks, std::string_view operation, memory_kind host_kind,
+                            const block_source& sides, std::size_t element_size, batch_path path);
+  // A pageable list packed into one staging chunk (copies written, a poke's bytes copied in): false where
+  // it does not fit or no chunk is free, the list then set up to be staged chunk by chunk.
+  bool pack_into_chunk(list& blocks, std::string_view operation, batch_path path, std::size_t bytes);
+  // The prepared transfer of a checked list, which holds the list until the GPU is done.
+  prepared_transfer transfer_of(std::shared_ptr<list> held, std::string_view operation, memory_kind host_kind,
+                                const block_source& sides, std::size_t bytes, bool staged);
   // The way of a list of `count` blocks (none empty), before the bound on their mean (which applies to what
   // one launch moves). `foreign_device_block`: the first block in memory of another device (plan_blocks),
   // which only the copy engine reaches.
