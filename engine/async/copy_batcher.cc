@@ -13,16 +13,16 @@ namespace ferry::detail {
 
 namespace {
 
-// A stream of the current context's highest priority, or null where the driver makes none.
-CUstream highest_priority_stream(const driver_table& driver) noexcept {
+// A stream of the current context's highest priority, or none where the driver makes none.
+owned_stream highest_priority_stream(const driver_table& driver) noexcept {
   int least = 0;
   int greatest = 0;
   CUstream made = nullptr;
   if (driver.cuCtxGetStreamPriorityRange(&least, &greatest) != CUDA_SUCCESS ||
       driver.cuStreamCreateWithPriority(&made, CU_STREAM_NON_BLOCKING, greatest) != CUDA_SUCCESS) {
-    return nullptr;
+    return {};
   }
-  return made;
+  return owned_stream(driver, made);
 }
 
 template <class T>
@@ -43,7 +43,7 @@ copy_batcher::copy_batcher(const driver_table& driver, CUcontext context, int or
       bridge_(bridge),
       next_stream_(std::move(next_stream)),
       settings_(chosen),
-      priority_stream_(chosen.kernel_usable ? highest_priority_stream(driver) : nullptr),
+      priority_stream_(chosen.kernel_usable ? highest_priority_stream(driver) : owned_stream{}),
       kernel_usable_(chosen.kernel_usable),
       // Three words per copy: the sources, destinations and sizes ferry_copy_blocks reads.
       slabs_(driver, 3 * chosen.most_copies),
@@ -59,7 +59,6 @@ copy_batcher::~copy_batcher() {
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
-  if (priority_stream_ != nullptr) driver_.cuStreamDestroy(priority_stream_);
 }
 
 void copy_batcher::stop_for_exit() {
@@ -196,7 +195,7 @@ void copy_batcher::submit(std::vector<copy> batch) {
   // Full batches are submitted on the offering thread, which need not have the engine's context.
   caller_context in_engine(driver_, context_);
   const std::size_t by_kernel = kernel_share(live);
-  const CUstream stream = by_kernel > 0 && priority_stream_ != nullptr ? priority_stream_ : next_stream_();
+  const CUstream stream = by_kernel > 0 && priority_stream_ ? priority_stream_.get() : next_stream_();
   std::uint64_t* slab = nullptr;
   const CUresult status = enqueue(live, by_kernel, stream, slab);
   batches_++;

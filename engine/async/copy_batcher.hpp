@@ -22,6 +22,7 @@
 
 #include "engine/async/completion_bridge.hpp"
 #include "engine/async/descriptor_slabs.hpp"
+#include "engine/async/driver_handle.hpp"
 #include "engine/async/kernel_choice.hpp"
 #include "engine/driver/driver_table.hpp"
 #include "engine/transfer/plans.hpp"
@@ -114,7 +115,7 @@ class copy_batcher {
   // blocks SMs as soon as blocks of a running compute kernel finish, instead of after all of that kernel's
   // waiting blocks (nothing preempts a running block). Null when the driver would not create it: kernel
   // batches then take the pool streams.
-  CUstream priority_stream_ = nullptr;
+  owned_stream priority_stream_;
   std::atomic<bool> kernel_usable_;  // cleared when the driver refuses a launch for good
   descriptor_slabs slabs_;
   finisher finish_;

@@ -70,7 +70,7 @@ engine_core::impl::impl(const engine_options& opts)
   registrations = std::make_unique<registration_cache>(driver, options.registration_cache_bytes,
                                                        options.registration_threshold_bytes);
   // Registered after the driver's cuInit (driver() ran above), so it runs before the driver's teardown.
-  exit_ticket = stop_at_exit([this] { stop_for_exit(); });
+  exit_ticket = exit_registration([this] { stop_for_exit(); });
   watch_main_thread_exit();
   const bool kernel_usable = kernel_reaches_host_memory(driver, device);
   const kernel_choice automatic{options.batch_kernel_min_copies, options.batch_kernel_max_mean_bytes};
@@ -108,7 +108,7 @@ void engine_core::impl::stop_for_exit() {
 }
 
 engine_core::impl::~impl() {
-  forget_at_exit(exit_ticket);
+  exit_ticket.reset();
   if (process_exiting()) stop_for_exit();  // a static engine destroyed during exit
   if (stopped_for_exit) {
     // Destroyed during exit after the driver's teardown began: its threads are stopped; what the
@@ -252,14 +252,12 @@ void engine_core::order(CUstream first, CUstream then) {
   engine.sequencer.submit(then, [&engine, first, then] {
     engine.sequencer.submit(first, [&engine, first, then] {
       caller_context in_engine(engine.driver, engine.context);
-      CUevent event = nullptr;
-      CUresult status = engine.driver.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING);
-      if (status == CUDA_SUCCESS) {
-        status = engine.driver.cuEventRecord(event, first);
-        if (status == CUDA_SUCCESS) status = engine.driver.cuStreamWaitEvent(then, event, 0);
-        // Destroying a recorded event is safe: the wait keeps what it needs.
-        engine.driver.cuEventDestroy(event);
-      }
+      CUevent made = nullptr;
+      CUresult status = engine.driver.cuEventCreate(&made, CU_EVENT_DISABLE_TIMING);
+      // Destroyed once the wait is queued, which is safe: the wait keeps what it needs.
+      const owned_event event(engine.driver, made);
+      if (status == CUDA_SUCCESS) status = engine.driver.cuEventRecord(event.get(), first);
+      if (status == CUDA_SUCCESS) status = engine.driver.cuStreamWaitEvent(then, event.get(), 0);
       if (status != CUDA_SUCCESS && engine.options.on_failure) {
         engine.options.on_failure("engine::order: stream " + hex(then) + " after stream " + hex(first) + ": " +
                                   status_name(status));

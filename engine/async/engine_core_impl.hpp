@@ -31,6 +31,7 @@
 #include "engine/async/planner.hpp"
 #include "engine/async/pool_streams.hpp"
 #include "engine/async/primary_context.hpp"
+#include "engine/async/process_exit.hpp"
 #include "engine/async/registration_cache.hpp"
 #include "engine/async/resident_copier.hpp"
 #include "engine/async/small_staging.hpp"
@@ -192,7 +193,7 @@ struct engine_core::impl {
   std::unique_ptr<copy_batcher> batcher;
   std::unique_ptr<block_lists> blocks;  // engine::poke_blocks / peek_blocks
   std::unique_ptr<resident_copier> resident;  // engine_options::resident_copies
-  int exit_ticket = -1;
+  exit_registration exit_ticket;  // stop_for_exit, registered until the engine ends
   std::atomic<bool> stopped_for_exit{false};  // the process is exiting: no more driver calls
   std::atomic<std::size_t> pinned_plans{0}, registered_plans{0}, staged_plans{0}, batched_plans{0},
       driver_staged_plans{0}, resident_plans{0};

@@ -5,6 +5,7 @@
 // enqueued.
 #include "ferry/detail/peer_paths.hpp"
 
+#include "engine/async/driver_handle.hpp"
 #include "engine/transfer/prepared_transfer.hpp"
 
 #include <algorithm>
@@ -41,9 +42,13 @@ class peer_lanes {
   // Every copy that used the lanes holds them until the GPU is done with it, so nothing is pending here
   // but work the engine already waited for.
   ~peer_lanes() {
-    if (process_exiting()) return;  // the driver may be gone; it releases what it holds with the process
+    if (process_exiting()) {
+      // The driver may be gone; it releases what it holds with the process.
+      for (group& lanes : groups_) lanes.abandon();
+      return;
+    }
     caller_context in_engine(driver_, context_);
-    for (group& lanes : groups_) lanes.release(driver_);
+    for (group& lanes : groups_) lanes.release();
   }
 
   peer_path path() const noexcept { return path_; }
@@ -66,27 +71,27 @@ class peer_lanes {
     if (CUresult made = lanes.make(driver_, ways_ - 1); made != CUDA_SUCCESS) return made;
     // The events are reused by the next split on this group at once: a stream waits on the record an
     // event had when cuStreamWaitEvent was called, not on a later one.
-    CUresult status = driver_.cuEventRecord(lanes.fork, stream);
+    CUresult status = driver_.cuEventRecord(lanes.fork.get(), stream);
     std::size_t busy = 0;  // lanes given a piece
     for (std::size_t i = 1; i < pieces && status == CUDA_SUCCESS; ++i) {
-      const CUstream lane = lanes.streams[i - 1];
+      const CUstream lane = lanes.streams[i - 1].get();
       const std::size_t offset = i * piece;
       const std::size_t length = std::min(piece, bytes - offset);
-      status = driver_.cuStreamWaitEvent(lane, lanes.fork, 0);
+      status = driver_.cuStreamWaitEvent(lane, lanes.fork.get(), 0);
       if (status != CUDA_SUCCESS) break;
       status = driver_.cuMemcpyPeerAsync(destination + offset, destination_context, source + offset, source_context,
                                          length, lane);
       if (status != CUDA_SUCCESS) break;
       busy = i;
-      status = driver_.cuEventRecord(lanes.joins[i - 1], lane);
-      if (status == CUDA_SUCCESS) status = driver_.cuStreamWaitEvent(stream, lanes.joins[i - 1], 0);
+      status = driver_.cuEventRecord(lanes.joins[i - 1].get(), lane);
+      if (status == CUDA_SUCCESS) status = driver_.cuStreamWaitEvent(stream, lanes.joins[i - 1].get(), 0);
     }
     if (status == CUDA_SUCCESS) {
       status = driver_.cuMemcpyPeerAsync(destination, destination_context, source, source_context,
                                          std::min(piece, bytes), stream);
     }
     if (status != CUDA_SUCCESS) {
-      for (std::size_t i = 0; i < busy; ++i) driver_.cuStreamSynchronize(lanes.streams[i]);
+      for (std::size_t i = 0; i < busy; ++i) driver_.cuStreamSynchronize(lanes.streams[i].get());
     }
     return status;
   }
@@ -108,32 +113,36 @@ class peer_lanes {
   // so that copies both ways at once do not queue behind each other on the lanes.
   struct group {
     std::mutex mutex;
-    std::vector<CUstream> streams;
-    std::vector<CUevent> joins;
-    CUevent fork = nullptr;
+    std::vector<owned_stream> streams;
+    std::vector<owned_event> joins;
+    owned_event fork;
 
     CUresult make(const driver_table& driver, std::size_t lanes) {
-      if (fork != nullptr) return CUDA_SUCCESS;
-      CUresult status = driver.cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING);
+      if (fork) return CUDA_SUCCESS;
+      CUevent made = nullptr;
+      CUresult status = driver.cuEventCreate(&made, CU_EVENT_DISABLE_TIMING);
+      fork = owned_event(driver, made);
       while (status == CUDA_SUCCESS && streams.size() < lanes) {
         CUstream lane = nullptr;
         status = driver.cuStreamCreate(&lane, CU_STREAM_NON_BLOCKING);
         if (status != CUDA_SUCCESS) break;
-        streams.push_back(lane);
+        streams.emplace_back(driver, lane);
         CUevent join = nullptr;
         status = driver.cuEventCreate(&join, CU_EVENT_DISABLE_TIMING);
-        if (status == CUDA_SUCCESS) joins.push_back(join);
+        if (status == CUDA_SUCCESS) joins.emplace_back(driver, join);
       }
-      if (status != CUDA_SUCCESS) release(driver);  // all or nothing: the next split tries again
+      if (status != CUDA_SUCCESS) release();  // all or nothing: the next split tries again
       return status;
     }
-    void release(const driver_table& driver) noexcept {
-      for (CUstream lane : streams) driver.cuStreamDestroy(lane);
-      for (CUevent join : joins) driver.cuEventDestroy(join);
-      if (fork != nullptr) driver.cuEventDestroy(fork);
+    void release() noexcept {
       streams.clear();
       joins.clear();
-      fork = nullptr;
+      fork.reset();
+    }
+    void abandon() noexcept {
+      for (owned_stream& lane : streams) lane.abandon();
+      for (owned_event& join : joins) join.abandon();
+      fork.abandon();
     }
   };
 

@@ -22,25 +22,27 @@ resident_copier::resident_copier(const driver_table& driver, std::size_t slots, 
   const std::size_t bytes = (slots + 1) * sizeof(kernels::resident_slot);
   check(driver_.cuMemHostAlloc(&memory, bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc",
         what);
+  ring_memory_ = owned_host_memory(driver_, memory);
   ring_ = static_cast<kernels::resident_slot*>(memory);
   for (std::size_t i = 0; i <= slots; ++i) ring_[i] = kernels::resident_slot{};
-  CUresult status = driver_.cuMemHostGetDevicePointer(&device_ring_, memory, 0);
-  if (status == CUDA_SUCCESS) status = driver_.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING);
-  if (status != CUDA_SUCCESS) {
-    driver_.cuMemFreeHost(memory);
-    throw_cuda_error(status, stream_ == nullptr && device_ring_ != 0 ? "cuStreamCreate" : "cuMemHostGetDevicePointer",
-                     what, std::source_location::current());
-  }
+  check(driver_.cuMemHostGetDevicePointer(&device_ring_, memory, 0), "cuMemHostGetDevicePointer", what);
+  CUstream stream = nullptr;
+  check(driver_.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate", what);
+  stream_ = owned_stream(driver_, stream);
   idle_watch_ = std::jthread([this](std::stop_token stop) { watch_idle(stop); });
 }
 
 resident_copier::~resident_copier() {
-  if (abandoned_) return;
+  if (abandoned_) {
+    // The process is exiting: the stream and the ring go with it, without a driver call.
+    stream_.abandon();
+    ring_memory_.abandon();
+    return;
+  }
   idle_watch_.request_stop();
   if (idle_watch_.joinable()) idle_watch_.join();
   finish();
-  driver_.cuStreamDestroy(stream_);
-  driver_.cuMemFreeHost(ring_);
+  // Then the stream and the ring (the members, in that order).
 }
 
 void resident_copier::finish() {
@@ -49,9 +51,9 @@ void resident_copier::finish() {
   // unless the context failed, which ends it anyway).
   while (running()) {
     stop();
-    if (running() && driver_.cuStreamQuery(stream_) != CUDA_ERROR_NOT_READY) break;
+    if (running() && driver_.cuStreamQuery(stream_.get()) != CUDA_ERROR_NOT_READY) break;
   }
-  driver_.cuStreamSynchronize(stream_);
+  driver_.cuStreamSynchronize(stream_.get());
 }
 
 std::uint64_t resident_copier::consumed() const noexcept {
@@ -104,7 +106,7 @@ bool resident_copier::launch() {
   // A kernel stopped before this entry may still be finishing the entries before it: this one runs
   // after it on the stream.
   const CUresult status = launch_resident_copy(device_ring_, slots_, first,
-                                               device_ring_ + slots_ * sizeof(kernels::resident_slot), stream_);
+                                               device_ring_ + slots_ * sizeof(kernels::resident_slot), stream_.get());
   if (status != CUDA_SUCCESS) {
     usable_.store(false, std::memory_order_relaxed);
     if (report_) {

@@ -30,6 +30,7 @@
 #include <string>
 #include <thread>
 
+#include "engine/async/driver_handle.hpp"
 #include "engine/driver/driver_table.hpp"
 #include "kernels/parameters.hpp"
 
@@ -53,7 +54,7 @@ class resident_copier {
   void finish();
 
   // The stream the kernel runs on: its status is the posted copies' status (a fault ends the kernel).
-  CUstream stream() const noexcept { return stream_; }
+  CUstream stream() const noexcept { return stream_.get(); }
 
   // Posts a copy of `bytes` bytes from `source` to `destination` (device-accessible addresses), after
   // which the kernel writes `flag_value` to the word at device address `flag`. Launches the kernel
@@ -97,9 +98,10 @@ class resident_copier {
   const driver_table& driver_;
   const std::size_t slots_;
   std::function<void(const std::string&)> report_;
+  owned_host_memory ring_memory_;            // declared before the stream: released after it
   kernels::resident_slot* ring_ = nullptr;  // slots_ slots, then the consumed word (one more line)
   CUdeviceptr device_ring_ = 0;
-  CUstream stream_ = nullptr;
+  owned_stream stream_;
   std::mutex launch_mutex_;
   std::atomic<bool> usable_{true};
   std::atomic<std::uint64_t> launches_{0};
