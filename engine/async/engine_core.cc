@@ -177,7 +177,7 @@ int engine_core::device_ordinal() const noexcept { return impl_->ordinal; }
 transfer_request engine_core::prepare_copy(std::string_view operation, std::size_t count, std::size_t element_size,
                                             endpoint source, endpoint destination) {
   stage_trace::mark(stage_trace::stage::prepare_begins);
-  // The fast path of a copy given no stream reads and counts these before the copy (the small copies in
+  // The at-once route of a copy given no stream reads and counts these before the copy (the small copies in
   // flight, the work on each pool stream): fetched while the arguments are checked (the bridge thread
   // wrote them last, as an earlier copy completed).
   prefetch_for_write(&impl_->small_copies_in_flight, sizeof(impl_->small_copies_in_flight));

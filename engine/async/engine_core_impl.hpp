@@ -132,7 +132,7 @@ struct engine_core::impl {
   // Hands the op to the bridge, or fails it.
   void watch_submitted(std::shared_ptr<operation> op, std::uint64_t sequence, single_slot* slot, bool sequenced,
                        submission submitted);
-  // Asks for the lines the fast path's bookkeeping writes once the work is on its stream (a submission
+  // Asks for the lines the at-once route's bookkeeping writes once the work is on its stream (a submission
   // slot's free list, the record of ops in flight): the bridge thread wrote them last, completing earlier
   // ops, and they arrive while the work's driver calls run.
   void prefetch_bookkeeping() const noexcept;

@@ -2,7 +2,7 @@
 // machinery: a poke's bytes are copied into a slot on the thread that starts it and the copy engine moves
 // the slot like any page-locked memory; a peek lands in a slot and its bytes are copied out on the bridge
 // thread that learns the copy is done. Taking and giving back a slot is lock-free (free_indices), so the
-// transfer keeps the engine's fast path: the copy goes on its stream before the op's bookkeeping.
+// transfer keeps the planner's at-once route: the copy goes on its stream before the op's bookkeeping.
 #pragma once
 
 #include <atomic>
