@@ -141,9 +141,11 @@ std::vector<row> table() {
 
 }  // namespace
 
+// With --log_level=message the table is printed, a row a line: "what -> plan via route".
 BOOST_AUTO_TEST_CASE(each_row_of_the_table_is_decided_as_written) {
   for (const row& r : table()) {
     const plan_decision got = decide(r.facts, limits);
+    BOOST_TEST_MESSAGE(r.what << " -> " << describe(got));
     BOOST_TEST_INFO(r.what);
     BOOST_TEST(describe(got) == describe(r.expected));
   }
