@@ -25,7 +25,7 @@ void engine_core::start(operation_factory make_op, transfer_request request, std
   plan_facts facts = engine.facts_of(prepared, stream);
   for (;;) {
     const plan_decision decision = decide(facts, engine.limits);
-    if (!engine.runs_at_once(decision)) {
+    if (!runs_at_once(decision.route)) {
       engine.run_queued(decision, facts, make_op, std::move(prepared), stream);
       return;
     }
@@ -65,11 +65,6 @@ bool engine_core::impl::known_page_locked(const prepared_transfer& transfer) con
   }
   const auto known = host_range_known_to_driver(host.address);
   return known && host.address + transfer.bytes <= known->base + known->size;
-}
-
-bool engine_core::impl::runs_at_once(const plan_decision& decision) noexcept {
-  return decision.route == route::at_once || decision.route == route::at_once_small_staged ||
-         decision.route == route::resident;
 }
 
 void engine_core::impl::run_queued(plan_decision decision, plan_facts& facts, operation_factory& make_op,

@@ -74,8 +74,6 @@ struct engine_core::impl {
   // What the planner reads of `transfer` started on `stream` (or a pool stream) and of the engine now.
   plan_facts facts_of(const prepared_transfer& transfer, std::optional<CUstream> stream) const;
   bool known_page_locked(const prepared_transfer& transfer) const;
-  // Whether the decision puts the work on its stream before the op is made (run_at_once).
-  static bool runs_at_once(const plan_decision& decision) noexcept;
   // The routes that make the op first: queued, batched, registered and staged (dispatch.cc). A batcher
   // that refuses the copy is noted in `facts`, and the planner decides again.
   void run_queued(plan_decision decision, plan_facts& facts, operation_factory& make_op, prepared_transfer&& prepared,

@@ -79,6 +79,11 @@ struct plan_decision {
 
 plan_decision decide(const plan_facts& facts, const plan_limits& limits) noexcept;
 
+// Whether `way` puts the work on its stream before the op is made (the first three routes).
+constexpr bool runs_at_once(route way) noexcept {
+  return way == route::at_once || way == route::at_once_small_staged || way == route::resident;
+}
+
 std::string_view to_string(route value) noexcept;
 // "staged via at_once_small_staged", "pinned via at_once (counted)": for messages and the table test.
 std::string describe(const plan_decision& decision);

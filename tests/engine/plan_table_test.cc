@@ -155,8 +155,7 @@ namespace {
 
 // The first rule that `d`, decided from `f` (with `plan` forced), breaks; empty when it keeps them all.
 std::string broken_rule(const plan_facts& f, const plan_decision& d) {
-  const bool at_once =
-      d.route == route::at_once || d.route == route::at_once_small_staged || d.route == route::resident;
+  const bool at_once = runs_at_once(d.route);
   // Work goes on its stream before the op is made only where nothing stands in its way.
   if (at_once && !(f.bytes > 0 && f.healthy && !f.stream_busy && !f.batcher_refused)) return "at once while refused";
   // A caller's stream keeps its order: never batched, never on the resident copier's stream.
